@@ -1,0 +1,54 @@
+"""The project's own exceptions.
+
+Every error a user can cause (bad PTX, an impossible budget, a frame that is too large, an
+allocation the checker refutes) is one of these, with a message that names where and what.
+The command line prints ``str(error)`` on one line and exits non-zero; a traceback on bad input
+is a bug.
+"""
+
+from __future__ import annotations
+
+
+class PtxallocError(Exception):
+    """Base class of every error ptxalloc reports to its user."""
+
+    exit_code = 2
+
+
+class PtxSyntaxError(PtxallocError):
+    """Malformed PTX: carries file, line, column and a caret snippet of the offending line."""
+
+    def __init__(self, message: str, filename: str = "<input>", line: int = 0, column: int = 0,
+                 source_line: str = ""):
+        self.message = message
+        self.filename = filename
+        self.line = line
+        self.column = column
+        self.source_line = source_line
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.line}:{self.column}: syntax error: {self.message}"
+
+    def snippet(self) -> str:
+        """The offending line with a caret under the column."""
+        if not self.source_line:
+            return ""
+        text = self.source_line.expandtabs(1)
+        return f"{text}\n{' ' * max(self.column - 1, 0)}^"
+
+
+class AllocationError(PtxallocError):
+    """A request no allocation can satisfy (a budget below one instruction's needs, a frame over
+    64 KB, an unknown knob); the message names the function and instruction."""
+
+
+class VerificationError(PtxallocError):
+    """The independent checker found an allocation wrong; the message names function,
+    instruction, operand, the value expected and what the location holds instead."""
+
+    exit_code = 1
+
+
+class UsageError(PtxallocError):
+    """A command-line or API argument that makes no sense (unknown function, bad budget)."""

@@ -1,0 +1,261 @@
+"""Instruction operands (PTX ISA "Operand Types", "Vectors", "Addresses as Operands").
+
+Operands are small slotted objects. Registers are referred to by their dense virtual-register
+id, so that an allocation can rename them without touching text; everything that is not a
+register (immediates, symbols, labels, special registers such as ``%tid.x``) is kept as its
+source text and written back verbatim.
+
+    Reg(v, comp)        a register; ``comp`` is "" or a component (".x") of a vector register
+    Vec([..])           a vector operand {a, b, c, d}: members are Reg, Imm or Sink
+    Mem(base, off, [..]) an address [base+off] or [base, x, {..}] (textures): base is Reg, Sym
+                        or Imm, ``off`` the offset text ("", "+8", "+-4"), the list further
+                        bracket members
+    Imm(text)           an immediate in any PTX form (0f3F800000, 0d.., 0x10, -4, 1.5)
+    Sym(text)           a symbol, label, function name or special register
+    Sink()              the sink "_"
+    Pair(a, b)          "p|q" (setp, shfl.sync, elect.sync ...): members Reg or Sink
+    Not(reg)            "!p" predicate operand
+    Args([..])          a parenthesised list "(a, b)" of call return or argument operands
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+
+class Operand:
+    __slots__ = ()
+
+    def regs(self) -> Iterator["Reg"]:
+        """Every register reference inside this operand, in textual order."""
+        return iter(())
+
+    def render(self, name: Callable[[int], str]) -> str:
+        raise NotImplementedError
+
+    def map_regs(self, fn: Callable[["Reg"], "Operand"]) -> "Operand":
+        """A copy with every register reference replaced by ``fn(reg)``."""
+        return self
+
+
+class Reg(Operand):
+    __slots__ = ("v", "comp")
+
+    def __init__(self, v: int, comp: str = ""):
+        self.v = v
+        self.comp = comp
+
+    def regs(self):
+        yield self
+
+    def render(self, name):
+        return name(self.v) + self.comp
+
+    def map_regs(self, fn):
+        return fn(self)
+
+    def __eq__(self, other):
+        return isinstance(other, Reg) and other.v == self.v and other.comp == self.comp
+
+    def __hash__(self):
+        return hash((self.v, self.comp))
+
+    def __repr__(self):
+        return f"Reg({self.v}{self.comp})"
+
+
+class Imm(Operand):
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def render(self, name):
+        return self.text
+
+    def __eq__(self, other):
+        return isinstance(other, Imm) and other.text == self.text
+
+    def __hash__(self):
+        return hash(("imm", self.text))
+
+    def __repr__(self):
+        return f"Imm({self.text})"
+
+
+class Sym(Operand):
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def render(self, name):
+        return self.text
+
+    def __eq__(self, other):
+        return isinstance(other, Sym) and other.text == self.text
+
+    def __hash__(self):
+        return hash(("sym", self.text))
+
+    def __repr__(self):
+        return f"Sym({self.text})"
+
+
+class Sink(Operand):
+    __slots__ = ()
+
+    def render(self, name):
+        return "_"
+
+    def __eq__(self, other):
+        return isinstance(other, Sink)
+
+    def __hash__(self):
+        return hash("_")
+
+    def __repr__(self):
+        return "Sink()"
+
+
+SINK = Sink()
+
+
+class Vec(Operand):
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[Operand]):
+        self.items = items
+
+    def regs(self):
+        for it in self.items:
+            if type(it) is Reg:
+                yield it
+
+    def render(self, name):
+        return "{" + ", ".join(it.render(name) for it in self.items) + "}"
+
+    def map_regs(self, fn):
+        return Vec([it.map_regs(fn) for it in self.items])
+
+    def __eq__(self, other):
+        return isinstance(other, Vec) and other.items == self.items
+
+    def __hash__(self):
+        return hash(tuple(self.items))
+
+    def __repr__(self):
+        return f"Vec({self.items})"
+
+
+class Mem(Operand):
+    __slots__ = ("base", "offset", "rest")
+
+    def __init__(self, base: Operand | None, offset: str = "", rest: list[Operand] | None = None):
+        self.base = base
+        self.offset = offset
+        self.rest = rest or []
+
+    def regs(self):
+        if self.base is not None:
+            yield from self.base.regs()
+        for it in self.rest:
+            yield from it.regs()
+
+    def render(self, name):
+        inner = (self.base.render(name) if self.base is not None else "") + self.offset
+        if self.rest:
+            inner = ", ".join([inner] + [it.render(name) for it in self.rest])
+        return "[" + inner + "]"
+
+    def map_regs(self, fn):
+        return Mem(self.base.map_regs(fn) if self.base is not None else None, self.offset,
+                   [it.map_regs(fn) for it in self.rest])
+
+    def __eq__(self, other):
+        return (isinstance(other, Mem) and other.base == self.base and other.offset == self.offset
+                and other.rest == self.rest)
+
+    def __hash__(self):
+        return hash((self.base, self.offset, tuple(self.rest)))
+
+    def __repr__(self):
+        return f"Mem({self.base!r}{self.offset}{', ' + repr(self.rest) if self.rest else ''})"
+
+
+class Pair(Operand):
+    __slots__ = ("a", "b")
+
+    def __init__(self, a: Operand, b: Operand):
+        self.a = a
+        self.b = b
+
+    def regs(self):
+        yield from self.a.regs()
+        yield from self.b.regs()
+
+    def render(self, name):
+        return self.a.render(name) + "|" + self.b.render(name)
+
+    def map_regs(self, fn):
+        return Pair(self.a.map_regs(fn), self.b.map_regs(fn))
+
+    def __eq__(self, other):
+        return isinstance(other, Pair) and other.a == self.a and other.b == self.b
+
+    def __hash__(self):
+        return hash(("|", self.a, self.b))
+
+    def __repr__(self):
+        return f"Pair({self.a!r}, {self.b!r})"
+
+
+class Not(Operand):
+    __slots__ = ("reg",)
+
+    def __init__(self, reg: Operand):
+        self.reg = reg
+
+    def regs(self):
+        yield from self.reg.regs()
+
+    def render(self, name):
+        return "!" + self.reg.render(name)
+
+    def map_regs(self, fn):
+        return Not(self.reg.map_regs(fn))
+
+    def __eq__(self, other):
+        return isinstance(other, Not) and other.reg == self.reg
+
+    def __hash__(self):
+        return hash(("!", self.reg))
+
+    def __repr__(self):
+        return f"Not({self.reg!r})"
+
+
+class Args(Operand):
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[Operand]):
+        self.items = items
+
+    def regs(self):
+        for it in self.items:
+            yield from it.regs()
+
+    def render(self, name):
+        return "(" + ", ".join(it.render(name) for it in self.items) + ")"
+
+    def map_regs(self, fn):
+        return Args([it.map_regs(fn) for it in self.items])
+
+    def __eq__(self, other):
+        return isinstance(other, Args) and other.items == self.items
+
+    def __hash__(self):
+        return hash(("()", tuple(self.items)))
+
+    def __repr__(self):
+        return f"Args({self.items})"

@@ -1,0 +1,701 @@
+"""PTX text to :class:`~ptxalloc.ir.module.Module` (PTX ISA 1.4 to 9.x; SPEC sections 3 and 8).
+
+The parser reads what nvcc, Triton, LLVM, Ocelot and people write: ``.version``/``.target``/
+``.address_size``; module-scope variables with initializers; ``.entry``/``.func`` with parameter
+and return lists (``.param`` and old-ABI ``.reg``), linkage and performance directives; ``.reg``
+declarations with ranges (``%r<100>``), lists and vector types; nested ``{ }`` scopes with their
+own declarations; labels; guards; operands of every kind (see :mod:`ptxalloc.ir.operands`);
+``call`` lists; ``.callprototype`` and ``.branchtargets``; ``.loc``/``.file`` (which end at the
+newline), ``.section`` blocks and comments, which are all kept for the emitter.
+
+It is one pass over the text with anchored regular expressions: function bodies are split into
+statements by a single compiled pattern, and instructions take a fast path when their operands
+hold no brackets. Registers become dense ids on first reference.
+
+Malformed input raises :class:`~ptxalloc.errors.PtxSyntaxError` with file, line and column.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+
+from ..errors import PtxSyntaxError
+from ..ir import isa
+from ..ir.instruction import (COMMENT, DIRECTIVE, LOC, REG_DECL, SCOPE_CLOSE, SCOPE_OPEN,
+                              Instruction, Label, Raw)
+from ..ir.module import Function, Module, Param
+from ..ir.operands import SINK, Args, Imm, Mem, Not, Pair, Reg, Sym, Vec
+from ..ir.registers import RegTable, class_of_type
+
+# --- body statements -------------------------------------------------------------------------
+
+_BODY_TOKEN = re.compile(r"""\s*(?:
+    (?P<lc>//[^\n]*)
+  | (?P<bc>/\*.*?\*/)
+  | (?P<open>\{)
+  | (?P<close>\})
+  | (?P<loc>\.(?:loc|file)\b[^\n]*)
+  | (?P<label>[A-Za-z_$%][\w$%.]*[ \t]*:(?![:\s]*\.(?:callprototype|branchtargets|calltargets)))
+  | (?P<stmt>(?:[^;{}"/]|\{[^{}]*\}|"[^"]*"|/(?![/*]))+;)
+)""", re.X | re.S)
+
+_OPCODE = re.compile(r"[A-Za-z_][\w.:]*$")
+_LABEL_PREFIX = re.compile(r"([A-Za-z_$%][\w$%.]*)\s*:(?!:)\s*")
+_LABEL_LINE = re.compile(r"[A-Za-z_$%][\w$%.]*\s*:$")
+_DECL_HEAD = re.compile(r"\.reg((?:\s*\.\w+(?:\s+\d+)?)+)\s+(.*)$", re.S)
+_REG_NAME = re.compile(r"\s*([A-Za-z_$%][\w$%]*)\s*(?:<\s*(\d+)\s*>)?\s*$")
+_SPECIAL = re.compile(
+    r"%(?:tid|ntid|laneid|warpid|nwarpid|ctaid|nctaid|smid|nsmid|gridid|lanemask_\w+|clock"
+    r"|clock64|clock_hi|pm\d+|pm\d+_64|envreg\d+|globaltimer\w*|total_smem_size"
+    r"|dynamic_smem_size|aggr_smem_size|reserved_smem_offset\w*|is_explicit_cluster|clusterid"
+    r"|nclusterid|cluster_ctaid|cluster_nctaid|cluster_ctarank|cluster_nctarank"
+    r"|current_graph_exec|stackptr)(?:\.[xyzw])?$")
+_COMPONENT = re.compile(r"(.+)(\.(?:[xyzwrgba]|b[0-3]|h[01]))$")
+_OFFSET = re.compile(r"([^+\-]*)(.*)", re.S)
+
+# --- module level ----------------------------------------------------------------------------
+
+_TOP_TOKEN = re.compile(r"""
+    (?P<ws>\s+)
+  | (?P<lc>//[^\n]*)
+  | (?P<bc>/\*.*?\*/)
+  | (?P<line>\.(?:version|target|address_size|file|loc)\b[^\n]*)
+  | (?P<section>\.section\b[^{]*\{[^}]*\})
+""", re.X | re.S)
+_FUNC_KIND = re.compile(r"\.(entry|func)\b")
+_PARAM_NAME = re.compile(r"([A-Za-z_$%][\w$%]*)\s*((?:\[\s*\d*\s*\])*)\s*$")
+_TYPE_SIZE = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2,
+              "b32": 4, "u32": 4, "s32": 4, "f32": 4, "f16x2": 4, "bf16x2": 4, "b64": 8,
+              "u64": 8, "s64": 8, "f64": 8, "b128": 16, "pred": 1, "tf32": 4}
+_PERF = re.compile(r"\.(maxntid|reqntid|minnctapersm|maxnctapersm|maxnreg|noreturn|pragma"
+                   r"|explicitcluster|reqnctapercluster|maxclusterrank|abi_preserve"
+                   r"|abi_preserve_control|blocksareclusters)\b([^.]*)")
+
+
+class _Source:
+    """The text being parsed, with line/column lookup for error messages."""
+
+    def __init__(self, text: str, filename: str):
+        self.text = text
+        self.filename = filename
+        self._pos = 0
+        self._line = 1
+
+    def line_of(self, pos: int) -> int:
+        """Line number of a position; cheap when positions are asked for in increasing
+        order, as the parser does."""
+        if pos >= self._pos:
+            self._line += self.text.count("\n", self._pos, pos)
+        else:
+            self._line = self.text.count("\n", 0, pos) + 1
+        self._pos = pos
+        return self._line
+
+    def error(self, message: str, pos: int) -> PtxSyntaxError:
+        text = self.text
+        pos = max(0, min(pos, len(text)))
+        start = text.rfind("\n", 0, pos) + 1
+        end = text.find("\n", pos)
+        if end < 0:
+            end = len(text)
+        return PtxSyntaxError(message, self.filename, self.line_of(pos), pos - start + 1,
+                              text[start:end])
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas outside brackets, braces and parentheses."""
+    if "{" not in text and "[" not in text and "(" not in text:
+        return text.split(",")
+    out = []
+    depth = 0
+    start = 0
+    for i, ch in enumerate(text):
+        if ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return out
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for ch in text:
+        if ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0
+
+
+class _FunctionParser:
+    """Parses one function body; owns the register table and the scoped name map.
+
+    ``names`` maps a register name to its declaration ``[ptype, class, vec, line, id]``; the id
+    is -1 until the register is first referenced, so ids stay dense over the registers a
+    function really uses. Scopes record what each declaration shadowed.
+    """
+
+    def __init__(self, src: _Source, fn: Function, symbols: set[str]):
+        self.src = src
+        self.fn = fn
+        self.regs: RegTable = fn.regs
+        self.names: dict[str, list] = {}
+        self.scopes: list[list[tuple[str, list | None]]] = [[]]
+        self.reg_cache: list[Reg] = []
+        self.symbols = symbols
+        self.unresolved: list[tuple[str, int]] = []
+
+    # -- declarations --
+
+    def declare(self, name: str, ptype: str, vec: int, line: int, pos: int) -> None:
+        rclass = class_of_type(ptype)
+        if rclass is None:
+            raise self.src.error(f"'{ptype}' is not a register type", pos)
+        self.scopes[-1].append((name, self.names.get(name)))
+        self.names[name] = [ptype, rclass, vec, line, -1]
+
+    def reg_decl(self, text: str, pos: int, line: int) -> None:
+        """``.reg .v4 .f32 %a, %b<10>`` (text without its ';')."""
+        m = _DECL_HEAD.match(text)
+        if m is None:
+            raise self.src.error("register declaration without a type", pos)
+        vec = 0
+        ptype = None
+        for w in re.findall(r"\.(\w+)", m.group(1)):
+            if w in ("v2", "v4", "v8"):
+                vec = int(w[1])
+            elif w != "align":
+                ptype = "." + w
+        if ptype is None:
+            raise self.src.error("register declaration without a type", pos)
+        for part in m.group(2).split(","):
+            nm = _REG_NAME.match(part)
+            if nm is None:
+                raise self.src.error(f"bad register name '{part.strip()}'", pos)
+            name, count = nm.group(1), nm.group(2)
+            if count is None:
+                self.declare(name, ptype, vec, line, pos)
+            else:
+                for k in range(int(count)):
+                    self.declare(f"{name}{k}", ptype, vec, line, pos)
+
+    def push_scope(self) -> None:
+        self.scopes.append([])
+
+    def pop_scope(self, pos: int) -> None:
+        if len(self.scopes) <= 1:
+            raise self.src.error("unbalanced '}'", pos)
+        names = self.names
+        for name, prev in reversed(self.scopes.pop()):
+            if prev is None:
+                del names[name]
+            else:
+                names[name] = prev
+
+    def materialize(self, name: str, entry: list) -> int:
+        """The id of a declared register, created on its first reference."""
+        vid = entry[4]
+        if vid < 0:
+            vid = self.regs.add(name, entry[0], entry[1], entry[2], entry[3])
+            self.reg_cache.append(Reg(vid))
+            entry[4] = vid
+        return vid
+
+    # -- operands --
+
+    def operand(self, tok: str, pos: int):
+        e = self.names.get(tok)
+        if e is not None:
+            vid = e[4]
+            if vid < 0:
+                vid = self.materialize(tok, e)
+            return self.reg_cache[vid]
+        if not tok:
+            raise self.src.error("empty operand", pos)
+        c = tok[0]
+        if c == "%" or c.isalpha() or c == "_" or c == "$":
+            if tok == "_":
+                return SINK
+            if "|" in tok:
+                a, b = tok.split("|", 1)
+                return Pair(self.operand(a.strip(), pos), self.operand(b.strip(), pos))
+            m = _COMPONENT.match(tok)
+            if m is not None:
+                e = self.names.get(m.group(1))
+                if e is not None:
+                    return Reg(self.materialize(m.group(1), e), m.group(2))
+            if c == "%" and tok not in self.symbols and not _SPECIAL.match(tok):
+                self.unresolved.append((tok, pos))
+            return Sym(tok)
+        if c == "[":
+            if tok[-1] != "]":
+                raise self.src.error(f"unterminated address '{tok}'", pos)
+            parts = _split_top(tok[1:-1])
+            m = _OFFSET.match(parts[0].strip())
+            base_text, offset = m.group(1).strip(), "".join(m.group(2).split())
+            base = self.operand(base_text, pos) if base_text else None
+            rest = [self.operand(p.strip(), pos) for p in parts[1:]]
+            return Mem(base, offset, rest)
+        if c == "{":
+            if tok[-1] != "}":
+                raise self.src.error(f"unterminated vector '{tok}'", pos)
+            return Vec([self.operand(p.strip(), pos) for p in _split_top(tok[1:-1])])
+        if c == "!":
+            return Not(self.operand(tok[1:].strip(), pos))
+        if c == "(" and self.in_call:
+            if tok[-1] != ")":
+                raise self.src.error(f"unterminated list '{tok}'", pos)
+            inner = tok[1:-1].strip()
+            return Args([self.operand(p.strip(), pos) for p in _split_top(inner)]
+                        if inner else [])
+        if "|" in tok:
+            a, b = tok.split("|", 1)
+            return Pair(self.operand(a.strip(), pos), self.operand(b.strip(), pos))
+        # an immediate in any form, or a constant expression such as ((128 >> 4) << 16)
+        return Imm(tok)
+
+    # -- statements --
+
+    def instruction(self, s: str, pos: int, line: int, loc) -> Instruction:
+        """One instruction statement (text without ';')."""
+        guard = -1
+        neg = False
+        if s[0] == "@":
+            parts = s[1:].split(None, 1)
+            if len(parts) < 2:
+                raise self.src.error(f"guard without an instruction in '{s}'", pos)
+            gname, s = parts
+            if gname[0] == "!":
+                neg = True
+                gname = gname[1:]
+            e = self.names.get(gname)
+            if e is None:
+                raise self.src.error(f"guard '{gname}' is not a declared predicate", pos)
+            guard = self.materialize(gname, e)
+        parts = s.split(None, 1)
+        opcode = parts[0]
+        if not _OPCODE.match(opcode):
+            raise self.src.error(f"cannot parse statement '{s[:60]}'", pos)
+        if len(parts) > 1:
+            rest = parts[1]
+            if "[" in rest or "{" in rest or "(" in rest:
+                if not _balanced(rest):
+                    raise self.src.error(f"unbalanced brackets in '{rest[:60]}'", pos)
+                self.in_call = opcode.startswith("call")
+                ops = [self.operand(t.strip(), pos) for t in _split_top(rest)]
+            else:
+                operand = self.operand
+                ops = [operand(t.strip(), pos) for t in rest.split(",")]
+        else:
+            ops = []
+        instr = Instruction(opcode, ops, guard, neg, line, loc)
+        isa.classify(instr, self.regs)
+        return instr
+
+    in_call = False
+
+    def statement(self, s: str, pos: int, line: int, loc) -> None:
+        """A statement without its ';': a directive, or an instruction possibly preceded by a
+        label on the same line."""
+        if s[0] == ".":
+            self.directive(s, pos, line)
+            return
+        if ":" in s:
+            m = _LABEL_PREFIX.match(s)
+            if m is not None:
+                name = m.group(1)
+                rest = s[m.end():]
+                if rest.startswith((".callprototype", ".branchtargets", ".calltargets")):
+                    if rest.startswith(".branchtargets"):
+                        self.fn.branch_targets[name] = [t.strip() for t in
+                                                        rest[14:].split(",")]
+                    self.fn.body.append(Raw(DIRECTIVE, name + ": " + " ".join(rest.split())
+                                            + ";", line))
+                    return
+                self.fn.body.append(Label(name, line))
+                s = rest
+                if not s:
+                    raise self.src.error(f"label '{name}' followed by an empty statement", pos)
+        self.fn.body.append(self.instruction(s, pos, line, loc))
+
+    def parse_body(self, start: int) -> int:
+        """Parse statements from ``start`` up to the '}' closing the body; returns the position
+        after it.
+
+        Most lines hold exactly one statement, a label, a declaration or a ``.loc``; those take
+        a fast path. Anything else (statements over several lines, comments, strings, several
+        statements on a line) goes through the general tokenizer one token at a time.
+        """
+        text = self.src.text
+        n = len(text)
+        body = self.fn.body
+        token = _BODY_TOKEN.match
+        pos = start
+        line = self.src.line_of(pos)
+        loc = None
+        depth = 0
+        while True:
+            nl = text.find("\n", pos)
+            if nl < 0:
+                nl = n
+            s = text[pos:nl].strip()
+            if not s:
+                if nl >= n:
+                    raise self.src.error(f"function '{self.fn.name}' is not closed by '}}'",
+                                         start)
+                pos = nl + 1
+                line += 1
+                continue
+            last = s[-1]
+            c = s[0]
+            if (last == ";" and c != "{" and c != "}" and "/" not in s and '"' not in s
+                    and s.count(";") == 1):
+                s = s[:-1]
+                if c == "." and s.startswith(".reg") and "<" not in s and "," not in s:
+                    words = s.split()
+                    if (len(words) == 3 and words[2][0] != "."
+                            and class_of_type(words[1]) is not None and words[1][0] == "."):
+                        self.declare(words[2], words[1], 0, line, pos)
+                        body.append(Raw(REG_DECL, " ".join(words) + ";", line))
+                        pos = nl + 1
+                        line += 1
+                        continue
+                self.statement(s, pos, line, loc)
+                pos = nl + 1
+                line += 1
+                continue
+            if last == ":" and _LABEL_LINE.match(s) and "::" not in s:
+                body.append(Label(s[:-1].rstrip(), line))
+                pos = nl + 1
+                line += 1
+                continue
+            if c == ".":
+                if s.startswith(".loc"):
+                    body.append(Raw(LOC, s, line))
+                    parts = s.split()
+                    if len(parts) >= 3 and parts[1].isdigit() and parts[2].isdigit():
+                        loc = (int(parts[1]), int(parts[2]))
+                    pos = nl + 1
+                    line += 1
+                    continue
+                if s.startswith(".file"):
+                    body.append(Raw(LOC, s, line))
+                    pos = nl + 1
+                    line += 1
+                    continue
+            # the general path: one token
+            m = token(text, pos)
+            if m is None:
+                raise self.src.error("cannot parse statement", pos)
+            kind = m.lastgroup
+            end = m.end()
+            tpos = m.start(kind)
+            tline = line + text.count("\n", pos, tpos)
+            if kind == "stmt":
+                stmt = m.group(kind)[:-1]
+                st = stmt.lstrip()
+                spos = tpos + len(stmt) - len(st)
+                self.statement(st.rstrip(), spos, tline + stmt.count("\n", 0, len(stmt) - len(st)),
+                               loc)
+            elif kind == "label":
+                body.append(Label(m.group(kind).rstrip()[:-1].rstrip(), tline))
+            elif kind == "lc" or kind == "bc":
+                body.append(Raw(COMMENT, m.group(kind), tline))
+            elif kind == "open":
+                depth += 1
+                self.push_scope()
+                body.append(Raw(SCOPE_OPEN, "{", tline))
+            elif kind == "close":
+                if depth == 0:
+                    return end
+                depth -= 1
+                self.pop_scope(tpos)
+                body.append(Raw(SCOPE_CLOSE, "}", tline))
+            elif kind == "loc":
+                body.append(Raw(LOC, m.group(kind).rstrip(), tline))
+            line += text.count("\n", pos, end)
+            pos = end
+
+    def directive(self, s: str, pos: int, line: int) -> None:
+        if s.startswith(".reg") and (len(s) == 4 or not (s[4].isalnum() or s[4] == "_")):
+            self.reg_decl(s, pos, line)
+            self.fn.body.append(Raw(REG_DECL, " ".join(s.split()) + ";", line))
+        else:
+            self.fn.body.append(Raw(DIRECTIVE, " ".join(s.split()) + ";", line))
+            for w in re.findall(r"[%$\w]+", s):
+                self.symbols.add(w)
+
+    def check_unresolved(self) -> None:
+        labels = {s.name for s in self.fn.body if type(s) is Label}
+        for name, pos in self.unresolved:
+            if name not in labels and name not in self.symbols:
+                raise self.src.error(f"'{name}' is not a declared register", pos)
+
+
+def _parse_params(src: _Source, text: str, pos: int, is_return: bool) -> list[Param]:
+    params = []
+    inner = text.strip()
+    if not inner:
+        return params
+    for part in _split_top(inner):
+        part = part.strip()
+        if not part:
+            continue
+        m = _PARAM_NAME.search(part)
+        if m is None:
+            raise src.error(f"bad parameter '{part}'", pos)
+        name, dims = m.group(1), m.group(2)
+        words = part[:m.start()].split()
+        space = "param"
+        ptype = ".b32"
+        align = 0
+        vec = 0
+        k = 0
+        while k < len(words):
+            w = words[k]
+            if w == ".reg":
+                space = "reg"
+            elif w == ".param":
+                space = "param"
+            elif w == ".align" and k + 1 < len(words):
+                align = int(words[k + 1], 0)
+                k += 1
+            elif w in (".v2", ".v4", ".v8"):
+                vec = int(w[2])
+            elif w.startswith(".v") and "." in w[1:]:
+                # ".v2.b16" written without a space
+                v, t = w[1:].split(".", 1)
+                if v in ("v2", "v4", "v8"):
+                    vec = int(v[1])
+                    ptype = "." + t
+            elif w.lstrip(".") in _TYPE_SIZE:
+                ptype = w
+            k += 1
+        size = _TYPE_SIZE.get(ptype.lstrip("."), 4) * max(vec, 1)
+        for d in re.findall(r"\[\s*(\d*)\s*\]", dims):
+            size *= int(d) if d else 0
+        params.append(Param(name, space, ptype, size, align, vec, is_return))
+    return params
+
+
+def _find_header_end(src: _Source, pos: int) -> tuple[int, str]:
+    """Position of the '{' or ';' ending a function header (outside parentheses/comments)."""
+    text = src.text
+    depth = 0
+    i = pos
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "/" and text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        if ch == "/" and text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                raise src.error("unterminated comment", i)
+            i = j + 2
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif depth == 0 and ch in "{;":
+            return i, ch
+        i += 1
+    raise src.error("function header without body or ';'", pos)
+
+
+def _strip_comments(text: str) -> str:
+    return re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
+
+
+def _parse_function(src: _Source, start: int, symbols: set[str]) -> tuple[Function | Raw, int]:
+    text = src.text
+    hend, ch = _find_header_end(src, start)
+    header = text[start:hend].rstrip()
+    line = src.line_of(start)
+    clean = _strip_comments(header)
+    if ch == ";":
+        symbols.update(re.findall(r"[%$\w]+", clean))
+        return Raw(DIRECTIVE, header + ";", line), hend + 1
+    km = _FUNC_KIND.search(clean)
+    kind = km.group(1)
+    linkage = clean[:km.start()].split()
+    rest = clean[km.end():].strip()
+    returns: list[Param] = []
+    if kind == "func" and rest.startswith("("):
+        close = _matching_paren(src, rest, 0, start)
+        returns = _parse_params(src, rest[1:close], start, True)
+        rest = rest[close + 1:].strip()
+    m = re.match(r"([A-Za-z_$%][\w$%]*)", rest)
+    if m is None:
+        raise src.error("function without a name", start)
+    name = m.group(1)
+    symbols.add(name)
+    rest = rest[m.end():].strip()
+    params: list[Param] = []
+    if rest.startswith("("):
+        close = _matching_paren(src, rest, 0, start)
+        params = _parse_params(src, rest[1:close], start, False)
+        rest = rest[close + 1:].strip()
+    directives: dict[str, object] = {}
+    for dm in _PERF.finditer(rest):
+        key, val = dm.group(1), dm.group(2).strip().rstrip(",").strip()
+        if key == "pragma":
+            directives.setdefault("pragma", []).append(val)
+        elif val:
+            nums = [int(x, 0) for x in re.findall(r"\d+", val)]
+            directives[key] = nums if len(nums) != 1 else nums[0]
+        else:
+            directives[key] = True
+    fn = Function(name=name, kind=kind, header=header, line=line, linkage=linkage,
+                  params=params, returns=returns, directives=directives,
+                  filename=src.filename)
+    fp = _FunctionParser(src, fn, symbols)
+    for p in returns + params:
+        symbols.add(p.name)
+        if p.space == "reg":
+            fp.declare(p.name, p.ptype, p.vec, line, start)
+            p.vid = fp.materialize(p.name, fp.names[p.name])
+    end = fp.parse_body(hend + 1)
+    fp.check_unresolved()
+    return fn, end
+
+
+def _matching_paren(src: _Source, text: str, i: int, pos: int) -> int:
+    depth = 0
+    for j in range(i, len(text)):
+        if text[j] == "(":
+            depth += 1
+        elif text[j] == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+    raise src.error("unbalanced '(' in function header", pos)
+
+
+def _statement_end(src: _Source, pos: int) -> int:
+    """End of a module-level declaration: the ';' outside braces and strings."""
+    text = src.text
+    depth = 0
+    i = pos
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            j = text.find('"', i + 1)
+            if j < 0:
+                raise src.error("unterminated string", i)
+            i = j + 1
+            continue
+        if ch == "/" and text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        if ch == "/" and text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                raise src.error("unterminated comment", i)
+            i = j + 2
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth < 0:
+                raise src.error("unbalanced '}'", i)
+        elif ch == ";" and depth == 0:
+            return i + 1
+        i += 1
+    raise src.error("declaration is not closed by ';'", pos)
+
+
+def parse(text: str, filename: str = "<input>") -> Module:
+    """Parse PTX source text into a :class:`Module`."""
+    # The parse allocates hundreds of thousands of small acyclic objects: the cyclic garbage
+    # collector would only walk them again and again.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse(text, filename)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _parse(text: str, filename: str) -> Module:
+    src = _Source(text, filename)
+    module = Module(filename=filename)
+    symbols: set[str] = set()
+    items = module.items
+    pos = 0
+    n = len(text)
+    token = _TOP_TOKEN.match
+    while pos < n:
+        m = token(text, pos)
+        if m is not None:
+            kind = m.lastgroup
+            if kind == "ws":
+                pass
+            elif kind in ("lc", "bc"):
+                items.append(Raw(COMMENT, m.group(), src.line_of(pos)))
+            elif kind == "line":
+                s = m.group().strip()
+                items.append(Raw(LOC if s.startswith((".file", ".loc")) else DIRECTIVE, s,
+                                 src.line_of(pos)))
+                _record_module_line(module, s)
+            else:
+                items.append(Raw(DIRECTIVE, m.group().strip(), src.line_of(pos)))
+            pos = m.end()
+            continue
+        ch = text[pos]
+        if ch == ".":
+            hm = re.compile(r"(?:\.\w+\s+)*?\.(entry|func)\b").match(text, pos)
+            if hm is not None and not re.match(r"[^;{(]*\.callprototype", text[pos:hm.end()]):
+                item, pos = _parse_function(src, pos, symbols)
+                items.append(item)
+                continue
+            end = _statement_end(src, pos)
+            decl = text[pos:end].strip()
+            items.append(Raw(DIRECTIVE, decl, src.line_of(pos)))
+            symbols.update(re.findall(r"[%$\w]+", _strip_comments(decl)))
+            pos = end
+            continue
+        raise src.error(f"unexpected '{text[pos:pos + 20].split()[0]}' at module scope", pos)
+    return module
+
+
+def _record_module_line(module: Module, s: str) -> None:
+    words = s.replace(",", " ").split()
+    if words[0] == ".version" and len(words) > 1:
+        module.version = words[1]
+    elif words[0] == ".target":
+        module.target = words[1:]
+    elif words[0] == ".address_size" and len(words) > 1:
+        try:
+            module.address_size = int(words[1])
+        except ValueError:
+            pass
+
+
+def parse_file(path: str) -> Module:
+    """Parse a PTX file; unreadable or non-UTF-8 files are reported as syntax errors."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise PtxSyntaxError(f"cannot read file: {e.strerror}", path, 0, 0) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise PtxSyntaxError("file is not UTF-8 text", path, line, 1) from None
+    return parse(text, path)
