@@ -17,16 +17,16 @@ Malformed input raises :class:`~ptxalloc.errors.PtxSyntaxError` with file, line 
 
 from __future__ import annotations
 
-import gc
 import re
 
-from ..errors import PtxSyntaxError
+from ..errors import PtxSyntaxError, UsageError
 from ..ir import isa
 from ..ir.instruction import (COMMENT, DIRECTIVE, LOC, REG_DECL, SCOPE_CLOSE, SCOPE_OPEN,
                               Instruction, Label, Raw)
 from ..ir.module import Function, Module, Param
 from ..ir.operands import SINK, Args, Imm, Mem, Not, Pair, Reg, Sym, Vec
 from ..ir.registers import RegTable, class_of_type
+from ..util import gc_paused
 
 # --- body statements -------------------------------------------------------------------------
 
@@ -92,9 +92,15 @@ class _Source:
         self._pos = pos
         return self._line
 
-    def error(self, message: str, pos: int) -> PtxSyntaxError:
+    def error(self, message: str, pos: int, token: str | None = None) -> PtxSyntaxError:
+        """A syntax error at ``pos``, or at the first ``token`` on that line after ``pos``."""
         text = self.text
         pos = max(0, min(pos, len(text)))
+        if token:
+            end = text.find("\n", pos)
+            at = text.find(token, pos, len(text) if end < 0 else end)
+            if at >= 0:
+                pos = at
         start = text.rfind("\n", 0, pos) + 1
         end = text.find("\n", pos)
         if end < 0:
@@ -157,7 +163,7 @@ class _FunctionParser:
     def declare(self, name: str, ptype: str, vec: int, line: int, pos: int) -> None:
         rclass = class_of_type(ptype)
         if rclass is None:
-            raise self.src.error(f"'{ptype}' is not a register type", pos)
+            raise self.src.error(f"'{ptype}' is not a register type", pos, ptype)
         self.scopes[-1].append((name, self.names.get(name)))
         self.names[name] = [ptype, rclass, vec, line, -1]
 
@@ -178,7 +184,7 @@ class _FunctionParser:
         for part in m.group(2).split(","):
             nm = _REG_NAME.match(part)
             if nm is None:
-                raise self.src.error(f"bad register name '{part.strip()}'", pos)
+                raise self.src.error(f"bad register name '{part.strip()}'", pos, part.strip())
             name, count = nm.group(1), nm.group(2)
             if count is None:
                 self.declare(name, ptype, vec, line, pos)
@@ -236,7 +242,7 @@ class _FunctionParser:
             return Sym(tok)
         if c == "[":
             if tok[-1] != "]":
-                raise self.src.error(f"unterminated address '{tok}'", pos)
+                raise self.src.error(f"unterminated address '{tok}'", pos, tok)
             parts = _split_top(tok[1:-1])
             m = _OFFSET.match(parts[0].strip())
             base_text, offset = m.group(1).strip(), "".join(m.group(2).split())
@@ -245,13 +251,13 @@ class _FunctionParser:
             return Mem(base, offset, rest)
         if c == "{":
             if tok[-1] != "}":
-                raise self.src.error(f"unterminated vector '{tok}'", pos)
+                raise self.src.error(f"unterminated vector '{tok}'", pos, tok)
             return Vec([self.operand(p.strip(), pos) for p in _split_top(tok[1:-1])])
         if c == "!":
             return Not(self.operand(tok[1:].strip(), pos))
         if c == "(" and self.in_call:
             if tok[-1] != ")":
-                raise self.src.error(f"unterminated list '{tok}'", pos)
+                raise self.src.error(f"unterminated list '{tok}'", pos, tok)
             inner = tok[1:-1].strip()
             return Args([self.operand(p.strip(), pos) for p in _split_top(inner)]
                         if inner else [])
@@ -277,7 +283,7 @@ class _FunctionParser:
                 gname = gname[1:]
             e = self.names.get(gname)
             if e is None:
-                raise self.src.error(f"guard '{gname}' is not a declared predicate", pos)
+                raise self.src.error(f"guard '{gname}' is not a declared predicate", pos, gname)
             guard = self.materialize(gname, e)
         parts = s.split(None, 1)
         opcode = parts[0]
@@ -287,7 +293,7 @@ class _FunctionParser:
             rest = parts[1]
             if "[" in rest or "{" in rest or "(" in rest:
                 if not _balanced(rest):
-                    raise self.src.error(f"unbalanced brackets in '{rest[:60]}'", pos)
+                    raise self.src.error(f"unbalanced brackets in '{rest[:60]}'", pos, rest[:20])
                 self.in_call = opcode.startswith("call")
                 ops = [self.operand(t.strip(), pos) for t in _split_top(rest)]
             else:
@@ -436,7 +442,7 @@ class _FunctionParser:
         labels = {s.name for s in self.fn.body if type(s) is Label}
         for name, pos in self.unresolved:
             if name not in labels and name not in self.symbols:
-                raise self.src.error(f"'{name}' is not a declared register", pos)
+                raise self.src.error(f"'{name}' is not a declared register", pos, name)
 
 
 def _parse_params(src: _Source, text: str, pos: int, is_return: bool) -> list[Param]:
@@ -620,15 +626,8 @@ def _statement_end(src: _Source, pos: int) -> int:
 
 def parse(text: str, filename: str = "<input>") -> Module:
     """Parse PTX source text into a :class:`Module`."""
-    # The parse allocates hundreds of thousands of small acyclic objects: the cyclic garbage
-    # collector would only walk them again and again.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _parse(text, filename)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _parse(text: str, filename: str) -> Module:
@@ -692,7 +691,7 @@ def parse_file(path: str) -> Module:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise PtxSyntaxError(f"cannot read file: {e.strerror}", path, 0, 0) from None
+        raise UsageError(f"{path}: cannot read: {e.strerror}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -1,0 +1,49 @@
+"""Small shared helpers."""
+
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+from typing import Iterator
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector.
+
+    Parsing and analysing allocate hundreds of thousands of small acyclic objects; the cyclic
+    collector would only walk them again and again (it costs a third of the run time on the
+    largest corpus files). Reference counting still frees everything as usual.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: into a temporary file beside it, then
+    renamed over it."""
+    import os
+    import tempfile
+
+    from .errors import UsageError
+
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".ptxalloc-", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise UsageError(f"{path}: cannot write: {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise UsageError(f"{path}: cannot write: {e.strerror}") from None

@@ -1,0 +1,45 @@
+"""Shared test fixtures: where the corpus and the project's own PTX live."""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data"
+
+
+def corpus_root() -> Path | None:
+    """``../shared/corpus`` beside the checkout (or $PTXALLOC_CORPUS); None when absent."""
+    env = os.environ.get("PTXALLOC_CORPUS")
+    root = Path(env) if env else REPO.parent / "shared" / "corpus"
+    return root if (root / "MANIFEST.json").is_file() else None
+
+
+@lru_cache(maxsize=1)
+def manifest() -> list[dict]:
+    root = corpus_root()
+    if root is None:
+        return []
+    return json.loads((root / "MANIFEST.json").read_text())["files"]
+
+
+def corpus_files(ok_only: bool = True) -> list[dict]:
+    """Manifest entries of the corpus files (those ptxas accepts, by default)."""
+    return [f for f in manifest() if f["ptxas"]["ok"] or not ok_only]
+
+
+def corpus_params(ok_only: bool = True):
+    """pytest parameters over the corpus files, or one skipped parameter when it is absent."""
+    files = corpus_files(ok_only)
+    if not files:
+        return [pytest.param(None, marks=pytest.mark.skip(reason="../shared/corpus is absent"))]
+    return [pytest.param(f, id=f["path"]) for f in files]
+
+
+def data_files(pattern: str = "**/*.ptx") -> list[Path]:
+    return sorted(DATA.glob(pattern))

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Regenerate every tests/data/*.ptx from its .cu with the exact nvcc commands
+# used for the checked-in files (CUDA 13.0, nvcc V13.0.88).
+# Usage: tests/data/generate.sh   (from anywhere)
+set -e
+cd "$(dirname "$0")"
+
+# calls: -rdc=true keeps the __noinline__ helpers as (visible) .func with real calls
+nvcc -ptx -arch=sm_75 -O3 -rdc=true calls.cu -o calls_sm75.ptx
+nvcc -ptx -arch=sm_80 -O3 -rdc=true calls.cu -o calls_sm80.ptx
+nvcc -ptx -arch=sm_90 -O3 -rdc=true calls.cu -o calls_sm90.ptx
+
+nvcc -ptx -arch=sm_80 -O3 -rdc=true loops.cu -o loops_sm80.ptx
+nvcc -ptx -arch=sm_90 -O3 -rdc=true loops.cu -o loops_sm90.ptx
+
+nvcc -ptx -arch=sm_80 -O3 pressure.cu -o pressure_sm80.ptx
+nvcc -ptx -arch=sm_90 -O3 pressure.cu -o pressure_sm90.ptx
+
+nvcc -ptx -arch=sm_80 -O3 vectors.cu -o vectors_sm80.ptx
+nvcc -ptx -arch=sm_90 -O3 vectors.cu -o vectors_sm90.ptx
+
+nvcc -ptx -arch=sm_80 -O3 tensor.cu -o tensor_sm80.ptx
+nvcc -ptx -arch=sm_90 -O3 tensor.cu -o tensor_sm90.ptx
+
+nvcc -ptx -arch=sm_80 -O3 texture.cu -o texture_sm80.ptx
+
+nvcc -ptx -arch=sm_75 -O3 misc.cu -o misc_sm75.ptx
+nvcc -ptx -arch=sm_80 -O3 misc.cu -o misc_sm80.ptx
+nvcc -ptx -arch=sm_90 -O3 misc.cu -o misc_sm90.ptx
