@@ -27,3 +27,6 @@ nvcc -ptx -arch=sm_80 -O3 texture.cu -o texture_sm80.ptx
 nvcc -ptx -arch=sm_75 -O3 misc.cu -o misc_sm75.ptx
 nvcc -ptx -arch=sm_80 -O3 misc.cu -o misc_sm80.ptx
 nvcc -ptx -arch=sm_90 -O3 misc.cu -o misc_sm90.ptx
+
+# the README example (whole-program mode: __noinline__ alone keeps poly() a .func)
+nvcc -ptx -arch=sm_90 -O3 ../../examples/saxpy_poly.cu -o ../../examples/saxpy_poly.ptx
