@@ -17,7 +17,7 @@ __device__ __noinline__ int sum8(int a, int b, int c, int d, int e, int f, int g
     return a * 1 + b * 2 + c * 3 + d * 4 + e * 5 + f * 6 + g * 7 + h * 8;
 }
 
-// nine arguments (the ninth no longer fits the register arguments of the SASS ABI)
+// nine 32-bit arguments (one more than sum8)
 __device__ __noinline__ int sum9(int a, int b, int c, int d, int e, int f, int g, int h, int i)
 {
     return (a ^ b) + (c ^ d) + (e ^ f) + (g ^ h) - i;

@@ -46,10 +46,27 @@ __global__ void k_acc_f64(double* out, const double* x, const double* w, int n)
     for (int i = 0; i < 32; ++i) out[i * blockDim.x + threadIdx.x] = acc[i];
 }
 
-// 20 comparisons computed up front, each one used later to guard a store.
-// The barrier in between keeps the comparisons (and their inputs' loads) apart
-// from their uses, so the predicates are live at the same time.
-__global__ void k_preds(int* out, const int* a, int lim)
+// 20 comparisons computed up front and consumed in reverse order by a chain
+// of selects in the same basic block: all 20 predicates are live at once.
+// (NVVM sinks a comparison into the block of its use and turns predicates
+// that cross a block boundary into .u16 values, so straight-line code is the
+// way to get many simultaneously live %p registers out of nvcc.)
+__global__ void k_preds(int* out, const int* a, const int* x, int lim)
+{
+    int t = threadIdx.x;
+    bool p[20];
+    #pragma unroll
+    for (int i = 0; i < 20; ++i) p[i] = a[i * 32 + t] > lim + i;
+    int s = x[t];
+    #pragma unroll
+    for (int i = 19; i >= 0; --i) s = p[i] ? (s * 3 + i) : (s ^ (i << 4));
+    out[t] = s;
+}
+
+// the same comparisons guarding stores: NVVM sinks each setp next to its
+// guarded store (one predicate live at a time) and keeps the loaded values
+// live instead -- 20 ints live across a barrier, and a chain of 20 diamonds.
+__global__ void k_guarded_stores(int* out, const int* a, int lim)
 {
     int t = threadIdx.x;
     bool p[20];
