@@ -48,6 +48,54 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     return 0
 
 
+def _select(module, name: str | None):
+    from .errors import UsageError
+
+    fns = module.functions
+    if name is None:
+        return fns
+    chosen = [f for f in fns if f.name == name]
+    if not chosen:
+        known = ", ".join(f.name for f in fns[:20])
+        raise UsageError(f"{module.filename}: no function named '{name}' (functions: {known})")
+    return chosen
+
+
+def _budget(text: str | None, allow_auto: bool = False) -> int | str | None:
+    from .errors import UsageError
+
+    if text is None:
+        return None
+    if text == "auto" and allow_auto:
+        return "auto"
+    try:
+        k = int(text)
+    except ValueError:
+        raise UsageError(f"--registers must be a number from 1 to 255"
+                         f"{' or auto' if allow_auto else ''}, not '{text}'") from None
+    if not 1 <= k <= 255:
+        raise UsageError(f"--registers must be from 1 to 255, not {k}")
+    return k
+
+
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    from .analysis import analyze_function
+    from .ptx import parse_file
+    from .report.analysis_report import format_text, function_row
+    from .target.sm import profile_for
+
+    budget = _budget(args.registers)
+    module = parse_file(args.file)
+    sm = profile_for(args.arch, module.sm)
+    rows = [function_row(analyze_function(fn, sm), sm, budget)
+            for fn in _select(module, args.function)]
+    if args.json:
+        print(json.dumps({"functions": rows}, indent=2))
+    else:
+        print(format_text(rows, sm, args.file))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ptxalloc",
                                  description="A register allocator for NVIDIA PTX.")
@@ -58,6 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--emit", metavar="OUT.ptx", help="write the re-emitted module")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(run=_cmd_parse)
+
+    p = sub.add_parser("analyze", help="register pressure, interference and occupancy")
+    p.add_argument("file")
+    p.add_argument("--function", metavar="NAME", help="only this function")
+    p.add_argument("--registers", metavar="K", help="a budget to report occupancy for")
+    p.add_argument("--arch", metavar="sm_XX", help="target model (default: the .target)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(run=_cmd_analyze)
     return ap
 
 

@@ -47,3 +47,21 @@ def write_atomic(path: str, text: str) -> None:
         except OSError:
             pass
         raise UsageError(f"{path}: cannot write: {e.strerror}") from None
+
+
+def bits(x: int) -> list[int]:
+    """Positions of the set bits of a non-negative int bitset, lowest first."""
+    out = []
+    while x:
+        low = x & -x
+        out.append(low.bit_length() - 1)
+        x ^= low
+    return out
+
+
+def mask_of(ids) -> int:
+    """Bitset of an iterable of non-negative ints."""
+    m = 0
+    for i in ids:
+        m |= 1 << i
+    return m

@@ -1,38 +1,87 @@
 """The ISA table: which register operands each PTX instruction defines and which it uses
-(SPEC section 3, PTX ISA 9.0 "Instruction Set"), and which vector operands must sit in
-consecutive registers (SPEC section 2, seed 000 "Alignment Constraints Summary").
+(SPEC section 3, PTX ISA 9.0 chapter 9.7 "Instructions"), which vector operands must sit in
+consecutive registers (SPEC section 2, seed 000 "Alignment Constraints Summary"), and which
+register operands an asynchronous instruction keeps accessing after it issues.
 
-The rule, checked against every syntax form in ``shared/ptx_syntax`` by the test suite:
+``tests/unit/test_isa.py`` checks this table against every syntax form in
+``shared/ptx_syntax`` (one file per PTX 9.0 instruction) with its own, separately written list of
+destination operands per instruction, and checks that every opcode of the real-PTX corpus is
+known.
+
+Definitions and uses
+--------------------
 
 * The first operand is the destination when it is a register, a vector, a ``p|q`` pair or the
-  sink ``_`` — ``add d, a, b``, ``ld.v4 {..}, [a]``, ``setp p|q, a, b``, ``shfl.sync d|p, ..``,
-  ``vote.ballot d, ..``, ``atom d, [a], b``, ``mma d, a, b, c``, ``mbarrier.arrive state, [a]``.
+  sink ``_``: ``add d, a, b``; ``ld.v4 {..}, [a]``; ``setp p|q, a, b``; ``shfl.sync d|p, ..``;
+  ``elect.sync d|p, m``; ``match.all.sync d|p, ..``; ``lop3.or.b32 d|p, a, b, c, lut, q``;
+  ``vote.ballot d, ..``; ``atom d, [a], b``; ``mma d, a, b, c``; ``alloca ptr, size``;
+  ``createpolicy policy, ..``; ``mbarrier.arrive state, [a]``; ``mbarrier.test_wait
+  waitComplete, [a], state``; ``mbarrier.pending_count count, state``;
+  ``clusterlaunchcontrol.query_cancel pred|{x, y, z, _}|reg, response``; ``bar.red d|p, ..``.
   Every other operand is a use.
-* An instruction whose first operand is an address (``st``, ``red``, ``cp.async``,
-  ``wmma.store``, ``stmatrix``, ``tcgen05.mma`` ...), an immediate, a label or a symbol defines
-  nothing.
-* Families whose first register operand is read, not written: ``bar``/``barrier`` (but
-  ``bar.red`` defines), ``bar.warp.sync``, ``brx.idx``, ``nanosleep``, ``stackrestore``,
-  ``tcgen05.dealloc``, ``setmaxnreg``, ``pmevent``, ``griddepcontrol``, ``trap``, ``exit``,
-  ``ret``, ``bra``.
+* An instruction whose first operand is an address (``st``, ``red``, ``cp.async*``,
+  ``cp.reduce.async*``, ``st.async``, ``red.async``, ``multimem.st/red``, ``wmma.store``,
+  ``stmatrix``, ``tcgen05.st/mma/cp/commit/shift/alloc``, ``mbarrier.init/inval/expect_tx/
+  complete_tx``, ``tensormap.*``, ``sust``, ``sured``, ``prefetch``, ``applypriority``,
+  ``discard``), an immediate, a label or a symbol defines nothing.
+* Families whose first register operand is read, not written: ``bar``/``barrier`` ``.sync``/
+  ``.arrive`` (only ``.red`` defines), ``bar.warp.sync``, ``brx.idx``, ``nanosleep``,
+  ``stackrestore``, ``tcgen05.dealloc``, ``setmaxnreg``, ``pmevent``, ``griddepcontrol``,
+  ``trap``, ``exit``, ``ret``, ``bra``.
+* ``tcgen05.ld.red r, redval, [taddr]`` defines its second operand too: "The result of the
+  reduction operation is written into the corresponding thread's 32-bit destination register
+  operand redVal" (PTX ISA 9.0, section 9.7.16.8.3 "tcgen05.ld").
 * ``call``: registers in the return list are defined, the function-pointer operand and the
   argument list are used (``call (%fd2), f, (%rl8);`` in the old ABI).
 * ``wgmma.mma_async`` reads its accumulator ``d`` too, unless its scale-d operand is the literal
-  ``0`` (SPEC section 3): then ``d`` is only written.
+  ``0`` (SPEC section 3). "The operation of the form D = A*B is issued when the input predicate
+  argument scale-d is false" (PTX ISA, "wgmma.mma_async"; "Register operand d represents the
+  accumulator matrix as well as the destination matrix"); scale-d is a predicate
+  register or a constant, so with a register there ``d`` is read. scale-d is operand 3, or 5 in
+  the ``.sp`` form (``d, a, b-desc, sp-meta, sp-sel, scale-d, ...``).
+* ``add.cc``/``sub.cc``/``mad.cc``/``addc``/``subc``/``madc`` also write or read the carry flag
+  CC. It is not a virtual register; code inserted between a ``.cc`` instruction and the one
+  consuming the carry must not itself write CC (spill code never does: ``ld``/``st``/``mov``).
 * A register written with a component or byte/half selector (``v.x``, ``d.h1``) in a defined
-  position is a partial definition: defined and used.
+  position counts as defined and used (:meth:`Instruction.set_roles`). That is exact for ``mov``
+  into one component of a vector register, and conservative for the video instructions: their
+  ``d.dsel``/``d{.mask}`` merges the result with operand ``c`` and writes all 32 bits of ``d``
+  (section 9.7.18.1 "optMerge", 9.7.18.2).
 
 Unknown opcodes are never guessed at: every register operand of an instruction whose opcode
 the table does not know is treated as both used and defined. That is safe — it keeps every
 value live across the instruction and never lets two values share a register wrongly — and the
 instruction is marked ``known = False`` so reports can list it (docs/decisions.md).
+
+Register tuples
+---------------
+
+:func:`tuple_operands` lists the vector operands that occupy consecutive registers, with their
+alignment in 32-bit registers: the tuple's size rounded up to a power of two (a ``.v2.f32`` pair
+2, a ``.v4.f32`` quad 4, a ``.v2.f64`` quad 4 — a 128-bit access needs a 4-aligned register
+quad, a ``.v2.f16`` pair of halves 1), capped for tensor-core fragments by seed 000's table: 4
+for ``mma``/``wmma`` (its WMMA row says 4 for SM70-80 and SM90+), ``ldmatrix``/``stmatrix``;
+8 for ``wgmma`` and ``tcgen05``. A fragment smaller than the cap is aligned to its own size
+(``ldmatrix .x2`` on an even register, a one-register ``mma`` B fragment anywhere).
+
+Asynchronous register access
+----------------------------
+
+:func:`async_operands` names the registers an instruction keeps reading or writing after it
+issues, and the wait that ends it. "Accessing the accumulator register or the input register
+containing the fragments of matrix A of a wgmma.mma_async instruction without first performing
+a wgmma.wait_group instruction that waits on a wgmma-group including that wgmma.mma_async
+instruction is undefined behavior" (section 9.7.15.7.3 "wgmma.wait_group"); ``tcgen05.ld`` and
+``tcgen05.st`` are asynchronous and complete at ``tcgen05.wait::ld``/``tcgen05.wait::st``
+(sections 9.7.16.8.3 and 9.7.16.8.4). An allocator must not give those registers to another value between
+the instruction and its wait, even where the value's own live range has ended.
 """
 
 from __future__ import annotations
 
 from .instruction import DEF, NONE, USE, USEDEF, Instruction
 from .operands import Args, Imm, Mem, Pair, Reg, Sink, Vec
-from .registers import RegTable
+from .registers import RegClass, RegTable
 
 #: Base opcodes (text before the first '.') of every PTX 9.0 instruction, plus the deprecated
 #: ones older PTX still uses.
@@ -57,13 +106,20 @@ _NO_DEF_BASES = frozenset(("st", "red", "bra", "brx", "ret", "exit", "trap", "br
                            "sured", "nanosleep", "stackrestore", "pmevent", "griddepcontrol",
                            "setmaxnreg", "stmatrix"))
 
-#: Instructions whose vector operands are register tuples, with the tuple alignment in 32-bit
-#: registers for a vector of n members: None means "n" (the arity: 2 for .v2, 4 for .v4).
+#: Load, store, atomic and texture instructions: every vector operand (texture coordinates,
+#: offsets and gradients inside or beside the address included) is a register tuple.
 _MEMORY_TUPLES = frozenset(("ld", "ldu", "st", "atom", "red", "tex", "tld4", "suld", "sust",
                             "sured", "multimem"))
 
+#: Tensor-core families: the alignment cap of their fragments (seed 000's table).
+_FRAGMENT_ALIGN = {"mma": 4, "wmma": 4, "ldmatrix": 4, "stmatrix": 4, "movmatrix": 4,
+                   "wgmma": 8, "tcgen05": 8}
 
-_ROLES: dict[tuple[int, int], tuple[int, ...]] = {}
+#: Size of one register of each class in 16-bit register units (SPEC section 2).
+_CLASS_UNITS = {RegClass.H16: 1, RegClass.GPR32: 2, RegClass.GPR64: 4, RegClass.B128: 8,
+                RegClass.PRED: 2}
+
+_ROLES: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
 def _first_operand_defines(instr: Instruction, op, base: str) -> bool:
@@ -121,12 +177,15 @@ def classify(instr: Instruction, regs: RegTable) -> None:
         instr.set_roles(())
         return
     first = DEF if _first_operand_defines(instr, ops[0], base) else USE
+    n_defs = 1
     if first == DEF and base == "wgmma" and _wgmma_reads_accumulator(instr):
         first = USEDEF
-    key = (first, len(ops))
+    elif base == "tcgen05" and opc.startswith("tcgen05.ld.red") and len(ops) > 1:
+        n_defs = 2          # r and redval (section 9.7.16.8.3)
+    key = (first, n_defs, len(ops))
     roles = _ROLES.get(key)
     if roles is None:
-        roles = _ROLES[key] = (first,) + (USE,) * (len(ops) - 1)
+        roles = _ROLES[key] = (first,) * n_defs + (USE,) * (len(ops) - n_defs)
     instr.set_roles(roles)
     if (base == "mov" and len(ops) == 2 and instr.guard < 0 and type(ops[0]) is Reg
             and type(ops[1]) is Reg and not ops[0].comp and not ops[1].comp):
@@ -134,35 +193,92 @@ def classify(instr: Instruction, regs: RegTable) -> None:
         instr.is_copy = (regs.classes[d] == regs.classes[s] and regs.vec[d] == regs.vec[s])
 
 
-def tuple_operands(instr: Instruction) -> list[tuple[Vec, int]]:
+def _tuple_registers(vec: Vec, regs: RegTable | None) -> int:
+    """The number of 32-bit registers a vector occupies: every member (sinks and immediates
+    hold a slot too) has the size of the vector's register members; without a register table
+    every member counts as one 32-bit register."""
+    if regs is None:
+        return len(vec.items)
+    units = 2
+    for it in vec.items:
+        if type(it) is Reg:
+            units = _CLASS_UNITS.get(regs.classes[it.v], 2)
+            break
+    return max(1, (units * len(vec.items) + 1) // 2)
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+def tuple_operands(instr: Instruction, regs: RegTable | None = None) -> list[tuple[Vec, int]]:
     """The vector operands of ``instr`` that must occupy consecutive registers, each with its
     alignment in 32-bit registers (seed 000 "Alignment Constraints Summary", SPEC section 2).
 
-    Memory and texture instructions: the vector's arity (2 for .v2, 4 for .v4, 8 for .v8),
-    texture coordinates included. ``mma``/``wmma``/``ldmatrix``/``stmatrix``/``movmatrix``
-    fragments: 4 (accumulators and fragments on 4-register boundaries). ``wgmma`` and
-    ``tcgen05`` fragments: 8. ``mov`` pack/unpack vectors and call lists are not tuples.
+    Memory and texture instructions (``ld ldu st atom red tex tld4 suld sust sured
+    multimem``): every vector with a register in it, texture coordinates included; the
+    alignment is the tuple's size rounded up to a power of two. Tensor-core fragments: the same,
+    capped at 4 for ``mma``/``wmma``/``ldmatrix``/``stmatrix`` and at 8 for ``wgmma``/
+    ``tcgen05``; of ``mma`` only d, a, b and c are fragments (the block-scale selector vectors
+    ``{byte-id, thread-id}`` are immediates). ``mov`` pack/unpack vectors, ``cvt``'s source
+    vector, ``clusterlaunchcontrol.query_cancel``'s result and call lists are not tuples.
+
+    ``regs`` gives each member's size; without it every member counts as one 32-bit register
+    (then a ``.v2.f64`` pair gets alignment 2, not the 4 it needs): pass it.
     """
     opc = instr.opcode
     base = opc.split(".", 1)[0]
-    out: list[tuple[Vec, int]] = []
     if base in _MEMORY_TUPLES:
+        cap = 0
+        candidates: list = []
         for op in instr.ops:
-            if type(op) is Vec:
-                out.append((op, len(op.items)))
-            elif type(op) is Mem:
-                out.extend((v, len(v.items)) for v in op.rest if type(v) is Vec)
-        return out
-    if base in ("mma", "wmma", "ldmatrix", "stmatrix", "movmatrix"):
-        align = 4
-    elif base in ("wgmma", "tcgen05"):
-        align = 8
+            t = type(op)
+            if t is Vec:
+                candidates.append(op)
+            elif t is Pair and type(op.a) is Vec:          # tex/tld4 d|p
+                candidates.append(op.a)
+            elif t is Mem:
+                candidates.extend(v for v in op.rest if type(v) is Vec)
+    elif base in _FRAGMENT_ALIGN:
+        cap = _FRAGMENT_ALIGN[base]
+        ops = instr.ops[:4] if base == "mma" else instr.ops
+        candidates = [op for op in ops if type(op) is Vec]
     else:
-        return out
-    for op in instr.ops:
-        if type(op) is Vec:
-            out.append((op, align))
+        return []
+    out: list[tuple[Vec, int]] = []
+    for v in candidates:
+        if not any(type(it) is Reg for it in v.items):
+            continue
+        align = _pow2_at_least(_tuple_registers(v, regs))
+        out.append((v, min(align, cap) if cap else align))
     return out
 
 
-__all__ = ["classify", "tuple_operands", "KNOWN_BASES", "DEF", "USE", "USEDEF", "NONE"]
+def async_operands(instr: Instruction) -> tuple[tuple[int, ...], str] | None:
+    """The registers ``instr`` keeps accessing after it issues and the opcode prefix of the
+    instruction that ends the access, or None for a synchronous instruction.
+
+    ``wgmma.mma_async``: the accumulator ``d`` and a register A fragment, until
+    ``wgmma.wait_group``. ``tcgen05.ld``: the destinations (``redval`` included), until
+    ``tcgen05.wait::ld``. ``tcgen05.st``: the source vector, until ``tcgen05.wait::st``.
+    """
+    opc = instr.opcode
+    ops = instr.ops
+    if opc.startswith("wgmma.mma_async"):
+        # d, and a when it is a register fragment rather than a shared-memory descriptor
+        accessed = [op for op in ops[:2] if type(op) is Vec]
+        wait = "wgmma.wait_group"
+    elif opc.startswith("tcgen05.ld"):
+        accessed = ops[:2] if opc.startswith("tcgen05.ld.red") else ops[:1]
+        wait = "tcgen05.wait::ld"
+    elif opc.startswith("tcgen05.st"):
+        accessed = [op for op in ops if type(op) is Vec]
+        wait = "tcgen05.wait::st"
+    else:
+        return None
+    out = [r.v for op in accessed if type(op) is not Mem for r in op.regs()]
+    return tuple(dict.fromkeys(out)), wait
+
+
+__all__ = ["classify", "tuple_operands", "async_operands", "KNOWN_BASES", "DEF", "USE",
+           "USEDEF", "NONE"]

@@ -1,0 +1,234 @@
+"""Register pressure and MaxLive (seed 002 "Register Allocation Statistics"; SPEC section 9).
+
+Pressure is counted per register file in 32-bit registers: a 16-bit value counts half, a 64-bit
+value two, a tuple group its whole width whenever any member is live (it is one allocation
+unit). At an instruction the registers that must coexist are those live after it together with
+those it defines (a definition occupies a register even if it is never read); at a block's
+entry, those live in. For a copy ``mov d, s`` whose source stays live, ``d`` and ``s`` hold one
+value and count once.
+
+MaxLive, the largest pressure anywhere, is the lower bound no allocation can beat without
+spilling. At the peak the report lists the live values, where each is defined and where it is
+last used, with the source line from ``.loc`` where present: the answer to "why does this kernel
+need so many registers".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..ir.cfg import CFG
+from ..ir.registers import RegClass
+from ..target.units import vreg_shape
+from ..util import bits
+from .liveness import Liveness
+from .tuples import TupleInfo
+
+
+@dataclass
+class LiveValue:
+    name: str
+    reg: int
+    rclass: str
+    defined_at: list[int]          # instruction ids
+    def_lines: list[int]           # PTX line numbers
+    def_source: list[tuple[int, int]]   # (.loc file, line) where known
+    last_use: int                  # instruction id of the last use in program order, -1: none
+    last_use_line: int
+
+
+@dataclass
+class PressurePoint:
+    instr: int                     # instruction id (index into cfg.instrs); -1: block entry
+    block: int
+    regs: float                    # GPR pressure in 32-bit registers
+    preds: int
+    live: list[int]                # registers live there
+
+
+class Pressure:
+    """Per-instruction pressure of one function.
+
+    ``gpr[i]`` and ``pred[i]`` give the pressure at instruction id ``i`` (in 32-bit registers
+    and predicates); ``by_class[c][i]`` splits ``gpr`` by register class. ``max_regs`` and
+    ``max_preds`` are MaxLive; ``peak`` the point where the general registers peak.
+    """
+
+    def __init__(self, cfg: CFG, liveness: Liveness, tuples: TupleInfo | None = None):
+        fn = cfg.fn
+        regs = fn.regs
+        classes = regs.classes
+        n = len(regs)
+        units = [0] * n
+        is_pred = [False] * n
+        for v in range(n):
+            is_pred[v] = classes[v] == RegClass.PRED
+            units[v] = vreg_shape(classes[v], regs.vec[v]).units
+        # tuple groups: the whole span counts once while any member is live
+        group = [-1] * n
+        gunits: list[int] = []
+        if tuples is not None:
+            for gid, g in enumerate(tuples.groups):
+                gunits.append(g.units)
+                for v, _ in g.members:
+                    group[v] = gid
+        self.cfg = cfg
+        self.units = units
+        ninstr = len(cfg.instrs)
+        gpr = [0.0] * ninstr
+        pred = [0] * ninstr
+        cls_index = [int(c) for c in classes]
+        by_class_units = [[0] * ninstr for _ in RegClass]
+        best = (-1, -1, -1, -1)            # (units, instr id, block, index in block)
+        best_pred = 0
+
+        for b in cfg.blocks:
+            # counters for the set live after the current instruction
+            live = liveness.live_out[b.id]
+            unit_sum = 0
+            pred_sum = 0
+            cls_units = [0] * len(RegClass)
+            gcount: dict[int, int] = {}
+
+            def add(v: int) -> None:
+                nonlocal unit_sum, pred_sum
+                if is_pred[v]:
+                    pred_sum += 1
+                    return
+                g = group[v]
+                if g >= 0:
+                    c = gcount.get(g, 0)
+                    gcount[g] = c + 1
+                    if c:
+                        return
+                    w = gunits[g]
+                else:
+                    w = units[v]
+                unit_sum += w
+                cls_units[cls_index[v]] += w
+
+            def remove(v: int) -> None:
+                nonlocal unit_sum, pred_sum
+                if is_pred[v]:
+                    pred_sum -= 1
+                    return
+                g = group[v]
+                if g >= 0:
+                    c = gcount[g] - 1
+                    gcount[g] = c
+                    if c:
+                        return
+                    w = gunits[g]
+                else:
+                    w = units[v]
+                unit_sum -= w
+                cls_units[cls_index[v]] -= w
+
+            for v in bits(live):
+                add(v)
+            instrs = b.instrs
+            for k in range(len(instrs) - 1, -1, -1):
+                ins = instrs[k]
+                i = b.first + k
+                # the defs join the live-after set for this point
+                extra = [d for d in ins.defs if not live >> d & 1]
+                if ins.is_copy:
+                    d, s_ = ins.defs[0], ins.uses[0]
+                    if d != s_ and live >> s_ & 1:
+                        if extra:
+                            extra = []             # d shares s's register
+                        elif live >> d & 1:
+                            extra = None           # d and s live after: count once
+                if extra is None:
+                    remove(ins.defs[0])
+                    u, p, cu = unit_sum, pred_sum, list(cls_units)
+                    add(ins.defs[0])
+                else:
+                    for d in extra:
+                        add(d)
+                    u, p, cu = unit_sum, pred_sum, list(cls_units)
+                    for d in extra:
+                        remove(d)
+                gpr[i] = u / 2
+                pred[i] = p
+                for c, w in enumerate(cu):
+                    if w:
+                        by_class_units[c][i] = w
+                if u > best[0]:
+                    best = (u, i, b.id, k)
+                if p > best_pred:
+                    best_pred = p
+                # step to the live-before set
+                if ins.guard < 0:
+                    for d in ins.defs:
+                        if live >> d & 1:
+                            live &= ~(1 << d)
+                            remove(d)
+                for v in ins.uses:
+                    if not live >> v & 1:
+                        live |= 1 << v
+                        add(v)
+            # block entry: live-in
+            if unit_sum > best[0]:
+                best = (unit_sum, -1, b.id, -1)
+            if pred_sum > best_pred:
+                best_pred = pred_sum
+        self.gpr = gpr
+        self.pred = pred
+        self.by_class = {c.name: [w / 2 for w in by_class_units[int(c)]]
+                         for c in RegClass if c != RegClass.PRED}
+        self.max_regs = max(best[0], 0) / 2
+        self.max_preds = best_pred
+        self.peak = self._peak_point(liveness, best, group)
+
+    def _peak_point(self, liveness: Liveness, best, group) -> PressurePoint:
+        units, instr, block, k = best
+        if block < 0:
+            return PressurePoint(-1, -1, 0.0, 0, [])
+        if k < 0:
+            live = liveness.live_in[block]
+        else:
+            ins = self.cfg.blocks[block].instrs[k]
+            live = liveness.live_after(block)[k]
+            for d in ins.defs:
+                live |= 1 << d
+        return PressurePoint(instr, block, units / 2, 0, bits(live))
+
+    @property
+    def max_live(self) -> int:
+        """MaxLive in whole 32-bit registers (two 16-bit halves make one)."""
+        return math.ceil(self.max_regs)
+
+    def top_points(self, count: int = 5) -> list[int]:
+        """Instruction ids of the highest-pressure instructions, highest first."""
+        order = sorted(range(len(self.gpr)), key=lambda i: (-self.gpr[i], i))
+        return order[:count]
+
+    def describe(self, live: list[int]) -> list[LiveValue]:
+        """Where each of the given registers is defined and last used."""
+        cfg = self.cfg
+        regs = cfg.fn.regs
+        want = set(live)
+        defs: dict[int, list[int]] = {v: [] for v in want}
+        last: dict[int, int] = {v: -1 for v in want}
+        for i, ins in enumerate(cfg.instrs):
+            for d in ins.defs:
+                if d in want:
+                    defs[d].append(i)
+            for u in ins.uses:
+                if u in want:
+                    last[u] = i
+        out = []
+        instrs = cfg.instrs
+        for v in live:
+            if regs.classes[v] == RegClass.PRED:
+                continue
+            ds = defs[v]
+            lu = last[v]
+            out.append(LiveValue(
+                name=regs.names[v], reg=v, rclass=regs.classes[v].name, defined_at=ds,
+                def_lines=[instrs[i].line for i in ds],
+                def_source=[instrs[i].loc for i in ds if instrs[i].loc is not None],
+                last_use=lu, last_use_line=instrs[lu].line if lu >= 0 else 0))
+        return out

@@ -1,0 +1,1 @@
+"""Reports: what the analyses and allocators found, as text and as JSON."""

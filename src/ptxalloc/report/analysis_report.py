@@ -1,0 +1,95 @@
+"""The ``analyze`` report: per function MaxLive, interference statistics, the pressure peak with
+the values live there (where each is defined and last used, with ``.loc`` source lines), the top
+pressure points, and what the register count means for occupancy (SPEC section 9)."""
+
+from __future__ import annotations
+
+from ..analysis import FunctionAnalysis
+from ..target.occupancy import block_size, occupancy
+from ..target.sm import SMProfile
+
+
+def function_row(a: FunctionAnalysis, sm: SMProfile, budget: int | None, top: int = 5) -> dict:
+    fn = a.fn
+    p = a.pressure
+    cfg = a.cfg
+    peak = p.peak
+    live = p.describe(peak.live)
+    live.sort(key=lambda lv: (lv.defined_at[:1] or [-1])[0])
+    block = block_size(fn.directives)
+    occ = {"block_size": block, "at_max_live": _occ(sm, p.max_live, block)}
+    if budget is not None:
+        occ["at_budget"] = _occ(sm, budget, block)
+    return {
+        "name": fn.name,
+        "kind": fn.kind,
+        "instructions": len(cfg.instrs),
+        "max_live": {"registers": p.max_live, "predicates": p.max_preds},
+        "interference": a.graph.statistics().as_dict(),
+        "peak": {
+            "instruction": peak.instr,
+            "line": cfg.instrs[peak.instr].line if peak.instr >= 0 else
+            (cfg.instrs[cfg.blocks[peak.block].first].line
+             if peak.block >= 0 and cfg.blocks[peak.block].instrs else 0),
+            "source": _src(cfg.instrs[peak.instr].loc) if peak.instr >= 0 else None,
+            "live": [lv.name for lv in live],
+            "values": [{
+                "name": lv.name, "class": lv.rclass,
+                "defined_lines": lv.def_lines, "defined_source": [_src(x) for x in lv.def_source],
+                "last_use_line": lv.last_use_line,
+            } for lv in live],
+        },
+        "top_points": [{"instruction": i, "line": cfg.instrs[i].line, "registers": p.gpr[i]}
+                       for i in p.top_points(top)],
+        "occupancy": occ,
+        "unknown_opcodes": sorted({ins.opcode for ins in cfg.instrs if not ins.known}),
+    }
+
+
+def _src(loc) -> str | None:
+    return f"{loc[0]}:{loc[1]}" if loc else None
+
+
+def _occ(sm: SMProfile, regs: int, block: int) -> dict:
+    o = occupancy(sm, regs, block)
+    return {"registers": regs, "blocks_per_sm": o.blocks_per_sm,
+            "threads_per_sm": o.threads_per_sm, "occupancy": round(o.fraction, 4)}
+
+
+def format_text(rows: list[dict], sm: SMProfile, path: str, max_values: int = 12) -> str:
+    out = [f"{path}: {len(rows)} function(s), target model {sm.name}"]
+    for r in rows:
+        ml = r["max_live"]
+        g = r["interference"]
+        out.append(f"{r['kind']} {r['name']}: MaxLive {ml['registers']} registers, "
+                   f"{ml['predicates']} predicates ({r['instructions']} instructions)")
+        out.append(f"  interference: {g['nodes']} nodes, {g['edges']} edges, density "
+                   f"{g['density']:.4f}, max degree {g['max_degree']}, average degree "
+                   f"{g['avg_degree']:.1f}, {g['moves']} moves")
+        occ = r["occupancy"]
+        for key, label in (("at_max_live", "at MaxLive"), ("at_budget", "at the budget")):
+            if key in occ:
+                o = occ[key]
+                out.append(f"  occupancy {label}: {o['registers']} registers x "
+                           f"{occ['block_size']} threads -> {o['blocks_per_sm']} blocks, "
+                           f"{o['threads_per_sm']} threads per SM ({100 * o['occupancy']:.1f} %)")
+        pk = r["peak"]
+        where = f"instruction {pk['instruction']} (line {pk['line']}"
+        where += f", source {pk['source']})" if pk["source"] else ")"
+        if pk["instruction"] < 0:
+            where = f"block entry (line {pk['line']})"
+        out.append(f"  peak at {where}: {len(pk['live'])} values live")
+        for v in pk["values"][:max_values]:
+            src = f" [{', '.join(s for s in v['defined_source'] if s)}]" if any(
+                v["defined_source"]) else ""
+            defs = ", ".join(str(x) for x in v["defined_lines"][:3]) or "entry (undefined)"
+            out.append(f"    {v['name']:<14} {v['class']:<6} defined line {defs}{src}, "
+                       f"last used line {v['last_use_line'] or '-'}")
+        if len(pk["values"]) > max_values:
+            out.append(f"    ... and {len(pk['values']) - max_values} more")
+        pts = ", ".join(f"line {t['line']} ({t['registers']:g})" for t in r["top_points"])
+        out.append(f"  top pressure points: {pts}")
+        if r["unknown_opcodes"]:
+            out.append(f"  unknown opcodes (every operand treated as used and defined): "
+                       f"{', '.join(r['unknown_opcodes'])}")
+    return "\n".join(out)
