@@ -25,7 +25,7 @@ from ..ir.instruction import (COMMENT, DIRECTIVE, LOC, REG_DECL, SCOPE_CLOSE, SC
                               Instruction, Label, Raw)
 from ..ir.module import Function, Module, Param
 from ..ir.operands import SINK, Args, Imm, Mem, Not, Pair, Reg, Sym, Vec
-from ..ir.registers import RegTable, class_of_type
+from ..ir.registers import RegClass, RegTable, class_of_type
 from ..util import gc_paused
 
 # --- body statements -------------------------------------------------------------------------
@@ -70,7 +70,7 @@ _TYPE_SIZE = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2,
               "u64": 8, "s64": 8, "f64": 8, "b128": 16, "pred": 1, "tf32": 4}
 _PERF = re.compile(r"\.(maxntid|reqntid|minnctapersm|maxnctapersm|maxnreg|noreturn|pragma"
                    r"|explicitcluster|reqnctapercluster|maxclusterrank|abi_preserve"
-                   r"|abi_preserve_control|blocksareclusters)\b([^.]*)")
+                   r"|abi_preserve_control|blocksareclusters)\b((?:\"[^\"]*\"|[^.\";])*)")
 
 
 class _Source:
@@ -93,14 +93,23 @@ class _Source:
         return self._line
 
     def error(self, message: str, pos: int, token: str | None = None) -> PtxSyntaxError:
-        """A syntax error at ``pos``, or at the first ``token`` on that line after ``pos``."""
+        """A syntax error at ``pos``, or at the first ``token`` after ``pos`` in the statement
+        starting there (up to its ';'), as a whole word when the token starts or ends with one
+        (so that ``%r9`` is not found inside ``%r99``). The message is made one line."""
         text = self.text
         pos = max(0, min(pos, len(text)))
+        message = re.sub(r"\s*\n\s*", " ", message)
         if token:
-            end = text.find("\n", pos)
-            at = text.find(token, pos, len(text) if end < 0 else end)
-            if at >= 0:
-                pos = at
+            end = text.find(";", pos)
+            end = len(text) if end < 0 else end + 1
+            pat = re.escape(token)
+            if re.match(r"[\w$%]", token):
+                pat = r"(?<![\w$%])" + pat
+            if re.search(r"[\w$]$", token):
+                pat += r"(?![\w$])"
+            m = re.compile(pat).search(text, pos, end)
+            if m is not None:
+                pos = m.start()
         start = text.rfind("\n", 0, pos) + 1
         end = text.find("\n", pos)
         if end < 0:
@@ -128,16 +137,18 @@ def _split_top(text: str) -> list[str]:
     return out
 
 
-def _balanced(text: str) -> bool:
-    depth = 0
-    for ch in text:
+def _unbalanced_at(text: str) -> int:
+    """Index of the first closing bracket without an opener, or of the last opener left
+    unclosed; -1 when the brackets balance."""
+    opened: list[int] = []
+    for i, ch in enumerate(text):
         if ch in "{[(":
-            depth += 1
+            opened.append(i)
         elif ch in "}])":
-            depth -= 1
-            if depth < 0:
-                return False
-    return depth == 0
+            if not opened:
+                return i
+            opened.pop()
+    return opened[-1] if opened else -1
 
 
 class _FunctionParser:
@@ -157,6 +168,7 @@ class _FunctionParser:
         self.reg_cache: list[Reg] = []
         self.symbols = symbols
         self.unresolved: list[tuple[str, int]] = []
+        self.branches: list[tuple[str, str | None, int]] = []   # (bra|brx, target, position)
 
     # -- declarations --
 
@@ -282,7 +294,7 @@ class _FunctionParser:
                 neg = True
                 gname = gname[1:]
             e = self.names.get(gname)
-            if e is None:
+            if e is None or e[1] != RegClass.PRED:
                 raise self.src.error(f"guard '{gname}' is not a declared predicate", pos, gname)
             guard = self.materialize(gname, e)
         parts = s.split(None, 1)
@@ -292,8 +304,10 @@ class _FunctionParser:
         if len(parts) > 1:
             rest = parts[1]
             if "[" in rest or "{" in rest or "(" in rest:
-                if not _balanced(rest):
-                    raise self.src.error(f"unbalanced brackets in '{rest[:60]}'", pos, rest[:20])
+                bad = _unbalanced_at(rest)
+                if bad >= 0:
+                    near = rest[bad:bad + 20].split("\n", 1)[0]
+                    raise self.src.error(f"unbalanced '{rest[bad]}' in '{rest[:60]}'", pos, near)
                 self.in_call = opcode.startswith("call")
                 ops = [self.operand(t.strip(), pos) for t in _split_top(rest)]
             else:
@@ -303,6 +317,9 @@ class _FunctionParser:
             ops = []
         instr = Instruction(opcode, ops, guard, neg, line, loc)
         isa.classify(instr, self.regs)
+        if opcode.startswith(("bra", "brx")) and opcode.split(".", 1)[0] in ("bra", "brx"):
+            target = next((op.text for op in ops if type(op) is Sym), None)
+            self.branches.append((opcode[:3], target, pos))
         return instr
 
     in_call = False
@@ -310,6 +327,8 @@ class _FunctionParser:
     def statement(self, s: str, pos: int, line: int, loc) -> None:
         """A statement without its ';': a directive, or an instruction possibly preceded by a
         label on the same line."""
+        if not s:
+            raise self.src.error("empty statement", pos)
         if s[0] == ".":
             self.directive(s, pos, line)
             return
@@ -355,7 +374,7 @@ class _FunctionParser:
             if not s:
                 if nl >= n:
                     raise self.src.error(f"function '{self.fn.name}' is not closed by '}}'",
-                                         start)
+                                         start - 1)
                 pos = nl + 1
                 line += 1
                 continue
@@ -443,6 +462,20 @@ class _FunctionParser:
         for name, pos in self.unresolved:
             if name not in labels and name not in self.symbols:
                 raise self.src.error(f"'{name}' is not a declared register", pos, name)
+        tables = self.fn.branch_targets
+        for kind, target, pos in self.branches:
+            if target is None:
+                raise self.src.error(f"{kind} without a target label", pos, kind)
+            if kind == "bra":
+                if target not in labels:
+                    raise self.src.error(f"branch to unknown label '{target}'", pos, target)
+            elif target not in tables:
+                raise self.src.error(f"brx.idx with unknown target list '{target}'", pos, target)
+            else:
+                for lab in tables[target]:
+                    if lab not in labels:
+                        raise self.src.error(f"branch target '{lab}' of '{target}' is not a "
+                                             "label", pos, target)
 
 
 def _parse_params(src: _Source, text: str, pos: int, is_return: bool) -> list[Param]:
@@ -471,7 +504,11 @@ def _parse_params(src: _Source, text: str, pos: int, is_return: bool) -> list[Pa
             elif w == ".param":
                 space = "param"
             elif w == ".align" and k + 1 < len(words):
-                align = int(words[k + 1], 0)
+                try:
+                    align = int(words[k + 1], 0)
+                except ValueError:
+                    raise src.error(f"bad alignment '{words[k + 1]}' of parameter '{name}'",
+                                    pos, words[k + 1]) from None
                 k += 1
             elif w in (".v2", ".v4", ".v8"):
                 vec = int(w[2])
@@ -492,13 +529,26 @@ def _parse_params(src: _Source, text: str, pos: int, is_return: bool) -> list[Pa
 
 
 def _find_header_end(src: _Source, pos: int) -> tuple[int, str]:
-    """Position of the '{' or ';' ending a function header (outside parentheses/comments)."""
+    """Position of the '{' or ';' ending a function header (outside parentheses, comments and
+    strings). A ';' followed by the body's '{' ends a ``.pragma "...";`` inside the header
+    (PTX ISA: ``.entry foo .pragma "nounroll"; { ... }``), not the header."""
     text = src.text
     depth = 0
     i = pos
     n = len(text)
     while i < n:
         ch = text[i]
+        if ch == '"':
+            j = text.find('"', i + 1)
+            if j < 0:
+                raise src.error("unterminated string", i)
+            i = j + 1
+            continue
+        if ch == ";" and depth == 0:
+            m = _AFTER_SEMI.match(text, i + 1)
+            if m is not None and text.startswith("{", m.end()):
+                i = m.end()
+                continue
         if ch == "/" and text.startswith("//", i):
             j = text.find("\n", i)
             i = n if j < 0 else j
@@ -517,6 +567,9 @@ def _find_header_end(src: _Source, pos: int) -> tuple[int, str]:
             return i, ch
         i += 1
     raise src.error("function header without body or ';'", pos)
+
+
+_AFTER_SEMI = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S)
 
 
 def _strip_comments(text: str) -> str:
@@ -558,7 +611,7 @@ def _parse_function(src: _Source, start: int, symbols: set[str]) -> tuple[Functi
         if key == "pragma":
             directives.setdefault("pragma", []).append(val)
         elif val:
-            nums = [int(x, 0) for x in re.findall(r"\d+", val)]
+            nums = [int(x) for x in re.findall(r"\d+", val)]
             directives[key] = nums if len(nums) != 1 else nums[0]
         else:
             directives[key] = True
@@ -696,5 +749,10 @@ def parse_file(path: str) -> Module:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[:e.start].count(b"\n") + 1
-        raise PtxSyntaxError("file is not UTF-8 text", path, line, 1) from None
+        start = data.rfind(b"\n", 0, e.start) + 1
+        end = data.find(b"\n", e.start)
+        source_line = data[start:len(data) if end < 0 else end].decode("utf-8", "replace")
+        column = len(data[start:e.start].decode("utf-8", "replace")) + 1
+        raise PtxSyntaxError(f"file is not UTF-8 text (byte 0x{data[e.start]:02x})", path, line,
+                             column, source_line) from None
     return parse(text, path)
