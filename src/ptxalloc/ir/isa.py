@@ -35,10 +35,11 @@ Definitions and uses
   argument list are used (``call (%fd2), f, (%rl8);`` in the old ABI).
 * ``wgmma.mma_async`` reads its accumulator ``d`` too, unless its scale-d operand is the literal
   ``0`` (SPEC section 3). "The operation of the form D = A*B is issued when the input predicate
-  argument scale-d is false" (PTX ISA, "wgmma.mma_async"; "Register operand d represents the
-  accumulator matrix as well as the destination matrix"); scale-d is a predicate
-  register or a constant, so with a register there ``d`` is read. scale-d is operand 3, or 5 in
-  the ``.sp`` form (``d, a, b-desc, sp-meta, sp-sel, scale-d, ...``).
+  argument scale-d is false"; "Register operand d represents the accumulator matrix as well as
+  the destination matrix" (PTX ISA, "wgmma.mma_async"). scale-d is a predicate register or a
+  constant (the corpus's ptxbench attention kernel passes a predicate), so with a register
+  there ``d`` is read. It is operand 3, or 5 in the ``.sp`` form (``d, a, b-desc, sp-meta,
+  sp-sel, scale-d, ...``).
 * ``add.cc``/``sub.cc``/``mad.cc``/``addc``/``subc``/``madc`` also write or read the carry flag
   CC. It is not a virtual register; code inserted between a ``.cc`` instruction and the one
   consuming the carry must not itself write CC (spill code never does: ``ld``/``st``/``mov``).
@@ -51,7 +52,8 @@ Definitions and uses
 Unknown opcodes are never guessed at: every register operand of an instruction whose opcode
 the table does not know is treated as both used and defined. That is safe — it keeps every
 value live across the instruction and never lets two values share a register wrongly — and the
-instruction is marked ``known = False`` so reports can list it (docs/decisions.md).
+instruction is marked ``known = False`` so reports can list it. (SPEC section 3 leaves the
+choice between this and rejecting the instruction to the project; this is the choice.)
 
 Register tuples
 ---------------
@@ -73,8 +75,9 @@ containing the fragments of matrix A of a wgmma.mma_async instruction without fi
 a wgmma.wait_group instruction that waits on a wgmma-group including that wgmma.mma_async
 instruction is undefined behavior" (section 9.7.15.7.3 "wgmma.wait_group"); ``tcgen05.ld`` and
 ``tcgen05.st`` are asynchronous and complete at ``tcgen05.wait::ld``/``tcgen05.wait::st``
-(sections 9.7.16.8.3 and 9.7.16.8.4). An allocator must not give those registers to another value between
-the instruction and its wait, even where the value's own live range has ended.
+(sections 9.7.16.8.3 and 9.7.16.8.4). An allocator must not give those registers to another
+value between the instruction and its wait, even where their own value's live range has ended
+(a dead ``tcgen05.ld`` destination is still written late).
 """
 
 from __future__ import annotations
@@ -193,17 +196,18 @@ def classify(instr: Instruction, regs: RegTable) -> None:
         instr.is_copy = (regs.classes[d] == regs.classes[s] and regs.vec[d] == regs.vec[s])
 
 
+def _member_units(reg: Reg, regs: RegTable) -> int:
+    units = _CLASS_UNITS.get(regs.classes[reg.v], 2)
+    return units if reg.comp else units * max(1, regs.vec[reg.v])   # .reg .v2 members
+
+
 def _tuple_registers(vec: Vec, regs: RegTable | None) -> int:
     """The number of 32-bit registers a vector occupies: every member (sinks and immediates
-    hold a slot too) has the size of the vector's register members; without a register table
-    every member counts as one 32-bit register."""
+    hold a slot too) has the size of the vector's largest register member; without a register
+    table every member counts as one 32-bit register."""
     if regs is None:
         return len(vec.items)
-    units = 2
-    for it in vec.items:
-        if type(it) is Reg:
-            units = _CLASS_UNITS.get(regs.classes[it.v], 2)
-            break
+    units = max((_member_units(it, regs) for it in vec.items if type(it) is Reg), default=2)
     return max(1, (units * len(vec.items) + 1) // 2)
 
 
