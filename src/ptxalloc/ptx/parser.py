@@ -37,8 +37,18 @@ _BODY_TOKEN = re.compile(r"""\s*(?:
   | (?P<close>\})
   | (?P<loc>\.(?:loc|file)\b[^\n]*)
   | (?P<label>[A-Za-z_$%][\w$%.]*[ \t]*:(?![:\s]*\.(?:callprototype|branchtargets|calltargets)))
-  | (?P<stmt>(?:[^;{}"/]|\{[^{}]*\}|"[^"]*"|/(?![/*]))+;)
+  | (?P<stmt>(?:[^;{}"/]|\{[^{}]*\}|"[^"]*"|//[^\n]*|/\*.*?\*/|/(?![/*]))+;)
 )""", re.X | re.S)
+
+_INNER_COMMENT = re.compile(r'"[^"]*"|//[^\n]*|/\*.*?\*/', re.S)
+
+
+def _blank_comment(m: re.Match) -> str:
+    """A comment replaced by spaces (newlines kept, so positions and lines stay right); a
+    string is kept as it is."""
+    t = m.group()
+    return t if t[0] == '"' else re.sub(r"[^\n]", " ", t)
+
 
 _OPCODE = re.compile(r"[A-Za-z_][\w.:]*$")
 _LABEL_PREFIX = re.compile(r"([A-Za-z_$%][\w$%.]*)\s*:(?!:)\s*")
@@ -328,7 +338,7 @@ class _FunctionParser:
         """A statement without its ';': a directive, or an instruction possibly preceded by a
         label on the same line."""
         if not s:
-            raise self.src.error("empty statement", pos)
+            raise self.src.error("empty statement", pos, ";")
         if s[0] == ".":
             self.directive(s, pos, line)
             return
@@ -425,6 +435,8 @@ class _FunctionParser:
             tline = line + text.count("\n", pos, tpos)
             if kind == "stmt":
                 stmt = m.group(kind)[:-1]
+                if "/" in stmt:                  # comments inside a statement are whitespace
+                    stmt = _INNER_COMMENT.sub(_blank_comment, stmt)
                 st = stmt.lstrip()
                 spos = tpos + len(stmt) - len(st)
                 self.statement(st.rstrip(), spos, tline + stmt.count("\n", 0, len(stmt) - len(st)),
