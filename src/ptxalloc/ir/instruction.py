@@ -124,6 +124,21 @@ class Label:
         return f"<label {self.name}>"
 
 
+class Removed:
+    """An original instruction the allocation made redundant (a copy whose ends share a
+    register, the definition of a rematerialized value). Analyses ignore it; the emitter writes
+    it as a ``//@removed`` comment line so the checker can account for it."""
+
+    __slots__ = ("instr", "reason")
+
+    def __init__(self, instr: Instruction, reason: str):
+        self.instr = instr
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"<removed ({self.reason}) {self.instr!r}>"
+
+
 # Kinds of raw statements.
 COMMENT, REG_DECL, LOC, SCOPE_OPEN, SCOPE_CLOSE, DIRECTIVE = range(6)
 

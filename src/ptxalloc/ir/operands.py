@@ -15,6 +15,8 @@ source text and written back verbatim.
     Sink()              the sink "_"
     Pair(a, b)          "p|q" (setp, shfl.sync, elect.sync ...): members Reg or Sink
     Not(reg)            "!p" predicate operand
+    Neg(reg)            "-r" negated register (video instructions)
+    Sum(reg, off)       "r + 4": a register plus a constant
     Args([..])          a parenthesised list "(a, b)" of call return or argument operands
 """
 
@@ -149,12 +151,14 @@ class Vec(Operand):
 
 
 class Mem(Operand):
-    __slots__ = ("base", "offset", "rest")
+    __slots__ = ("base", "offset", "rest", "suffix")
 
-    def __init__(self, base: Operand | None, offset: str = "", rest: list[Operand] | None = None):
+    def __init__(self, base: Operand | None, offset: str = "", rest: list[Operand] | None = None,
+                 suffix: str = ""):
         self.base = base
         self.offset = offset
         self.rest = rest or []
+        self.suffix = suffix
 
     def regs(self):
         if self.base is not None:
@@ -166,15 +170,15 @@ class Mem(Operand):
         inner = (self.base.render(name) if self.base is not None else "") + self.offset
         if self.rest:
             inner = ", ".join([inner] + [it.render(name) for it in self.rest])
-        return "[" + inner + "]"
+        return "[" + inner + "]" + self.suffix
 
     def map_regs(self, fn):
         return Mem(self.base.map_regs(fn) if self.base is not None else None, self.offset,
-                   [it.map_regs(fn) for it in self.rest])
+                   [it.map_regs(fn) for it in self.rest], self.suffix)
 
     def __eq__(self, other):
         return (isinstance(other, Mem) and other.base == self.base and other.offset == self.offset
-                and other.rest == self.rest)
+                and other.rest == self.rest and other.suffix == self.suffix)
 
     def __hash__(self):
         return hash((self.base, self.offset, tuple(self.rest)))
@@ -233,6 +237,62 @@ class Not(Operand):
 
     def __repr__(self):
         return f"Not({self.reg!r})"
+
+
+class Neg(Operand):
+    """``-%r`` — a negated register operand (video instructions' ``vmad``)."""
+
+    __slots__ = ("reg",)
+
+    def __init__(self, reg: Operand):
+        self.reg = reg
+
+    def regs(self):
+        yield from self.reg.regs()
+
+    def render(self, name):
+        return "-" + self.reg.render(name)
+
+    def map_regs(self, fn):
+        return Neg(self.reg.map_regs(fn))
+
+    def __eq__(self, other):
+        return isinstance(other, Neg) and other.reg == self.reg
+
+    def __hash__(self):
+        return hash(("-", self.reg))
+
+    def __repr__(self):
+        return f"Neg({self.reg!r})"
+
+
+class Sum(Operand):
+    """``reg + imm`` / ``reg - imm`` — a register plus a constant outside brackets (PTX accepts
+    it as a source operand)."""
+
+    __slots__ = ("reg", "offset")
+
+    def __init__(self, reg: Operand, offset: str):
+        self.reg = reg
+        self.offset = offset
+
+    def regs(self):
+        yield from self.reg.regs()
+
+    def render(self, name):
+        return self.reg.render(name) + self.offset
+
+    def map_regs(self, fn):
+        return Sum(self.reg.map_regs(fn), self.offset)
+
+    def __eq__(self, other):
+        return isinstance(other, Sum) and other.reg == self.reg and other.offset == self.offset
+
+    def __hash__(self):
+        return hash(("+", self.reg, self.offset))
+
+    def __repr__(self):
+        return f"Sum({self.reg!r}{self.offset})"
 
 
 class Args(Operand):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from ..ir.instruction import COMMENT, LOC, SCOPE_CLOSE, SCOPE_OPEN, Instruction, Label
+from ..ir.instruction import COMMENT, LOC, SCOPE_CLOSE, SCOPE_OPEN, Instruction, Label, Removed
 from ..ir.module import Function, Module
 
 
@@ -25,6 +25,8 @@ def emit_body(body: Iterable, name: Callable[[int], str], out: list[str]) -> Non
                 out[-1] += "\t" + s.comment
         elif t is Label:
             out.append(s.name + ":")
+        elif t is Removed:
+            out.append("\t" * indent + "//@removed " + s.instr.render(name))
         else:
             k = s.kind
             if k == SCOPE_OPEN:

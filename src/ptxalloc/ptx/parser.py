@@ -24,7 +24,7 @@ from ..ir import isa
 from ..ir.instruction import (COMMENT, DIRECTIVE, LOC, REG_DECL, SCOPE_CLOSE, SCOPE_OPEN,
                               Instruction, Label, Raw)
 from ..ir.module import Function, Module, Param
-from ..ir.operands import SINK, Args, Imm, Mem, Not, Pair, Reg, Sym, Vec
+from ..ir.operands import SINK, Args, Imm, Mem, Neg, Not, Pair, Reg, Sum, Sym, Vec
 from ..ir.registers import RegClass, RegTable, class_of_type
 from ..util import gc_paused
 
@@ -61,7 +61,9 @@ _SPECIAL = re.compile(
     r"|dynamic_smem_size|aggr_smem_size|reserved_smem_offset\w*|is_explicit_cluster|clusterid"
     r"|nclusterid|cluster_ctaid|cluster_nctaid|cluster_ctarank|cluster_nctarank"
     r"|current_graph_exec|stackptr)(?:\.[xyzw])?$")
-_COMPONENT = re.compile(r"(.+)(\.(?:[xyzwrgba]|b[0-3]|h[01]))$")
+_COMPONENT = re.compile(r"(.+)(\.(?:[xyzwrgba]|b[0-7]{1,4}|h[0-3]{1,2}))$")
+_REG_SUM = re.compile(r"([A-Za-z_$%][\w$%]*)\s*([+-]\s*(?:0[xX][0-9a-fA-F]+|\d+)[uU]?)$")
+_WORDS = re.compile(r"[A-Za-z_$%][\w$%]*")
 _OFFSET = re.compile(r"([^+\-]*)(.*)", re.S)
 
 # --- module level ----------------------------------------------------------------------------
@@ -145,6 +147,23 @@ def _split_top(text: str) -> list[str]:
             start = i + 1
     out.append(text[start:])
     return out
+
+
+def _depth_zero_pipe(text: str) -> bool:
+    return _split_pipe(text)[1] is not None
+
+
+def _split_pipe(text: str) -> tuple[str, str | None]:
+    """Split ``a|b`` at a '|' outside brackets (``{..}|%p`` is a vector and a predicate)."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            return text[:i], text[i + 1:]
+    return text, None
 
 
 def _unbalanced_at(text: str) -> int:
@@ -248,46 +267,64 @@ class _FunctionParser:
         if not tok:
             raise self.src.error("empty operand", pos)
         c = tok[0]
+        if "|" in tok and _depth_zero_pipe(tok):
+            a, b = _split_pipe(tok)
+            return Pair(self.operand(a.strip(), pos), self.operand(b.strip(), pos))
         if c == "%" or c.isalpha() or c == "_" or c == "$":
             if tok == "_":
                 return SINK
-            if "|" in tok:
-                a, b = tok.split("|", 1)
-                return Pair(self.operand(a.strip(), pos), self.operand(b.strip(), pos))
             m = _COMPONENT.match(tok)
             if m is not None:
                 e = self.names.get(m.group(1))
                 if e is not None:
                     return Reg(self.materialize(m.group(1), e), m.group(2))
+            m = _REG_SUM.match(tok)
+            if m is not None and m.group(1) in self.names:
+                return Sum(self.operand(m.group(1), pos), "".join(m.group(2).split()))
+            self.check_no_register(tok, pos)
             if c == "%" and tok not in self.symbols and not _SPECIAL.match(tok):
                 self.unresolved.append((tok, pos))
             return Sym(tok)
         if c == "[":
+            suffix = ""
             if tok[-1] != "]":
-                raise self.src.error(f"unterminated address '{tok}'", pos, tok)
+                close = tok.rfind("]")
+                if close < 0 or not re.match(r"\.\w+$", tok[close + 1:]):
+                    raise self.src.error(f"unterminated address '{tok}'", pos, tok)
+                suffix = tok[close + 1:]
+                tok = tok[:close + 1]
             parts = _split_top(tok[1:-1])
             m = _OFFSET.match(parts[0].strip())
             base_text, offset = m.group(1).strip(), "".join(m.group(2).split())
             base = self.operand(base_text, pos) if base_text else None
+            if offset:
+                self.check_no_register(offset, pos)
             rest = [self.operand(p.strip(), pos) for p in parts[1:]]
-            return Mem(base, offset, rest)
+            return Mem(base, offset, rest, suffix)
         if c == "{":
             if tok[-1] != "}":
                 raise self.src.error(f"unterminated vector '{tok}'", pos, tok)
             return Vec([self.operand(p.strip(), pos) for p in _split_top(tok[1:-1])])
         if c == "!":
             return Not(self.operand(tok[1:].strip(), pos))
+        if c == "-" and tok[1:].strip() in self.names:
+            return Neg(self.operand(tok[1:].strip(), pos))
         if c == "(" and self.in_call:
             if tok[-1] != ")":
                 raise self.src.error(f"unterminated list '{tok}'", pos, tok)
             inner = tok[1:-1].strip()
             return Args([self.operand(p.strip(), pos) for p in _split_top(inner)]
                         if inner else [])
-        if "|" in tok:
-            a, b = tok.split("|", 1)
-            return Pair(self.operand(a.strip(), pos), self.operand(b.strip(), pos))
         # an immediate in any form, or a constant expression such as ((128 >> 4) << 16)
+        self.check_no_register(tok, pos)
         return Imm(tok)
+
+    def check_no_register(self, tok: str, pos: int) -> None:
+        """Refuse an operand expression that hides a register: its use would be lost."""
+        for word in _WORDS.findall(tok):
+            if word in self.names:
+                raise self.src.error(f"unsupported operand expression '{tok}' (it reads "
+                                     f"register '{word}')", pos, tok)
 
     # -- statements --
 
@@ -444,7 +481,12 @@ class _FunctionParser:
             elif kind == "label":
                 body.append(Label(m.group(kind).rstrip()[:-1].rstrip(), tline))
             elif kind == "lc" or kind == "bc":
-                body.append(Raw(COMMENT, m.group(kind), tline))
+                prev = body[-1] if body else None
+                if (type(prev) is Instruction and prev.line == tline and not prev.comment
+                        and "\n" not in m.group(kind)):
+                    prev.comment = m.group(kind)         # a comment trailing the instruction
+                else:
+                    body.append(Raw(COMMENT, m.group(kind), tline))
             elif kind == "open":
                 depth += 1
                 self.push_scope()
@@ -540,6 +582,14 @@ def _parse_params(src: _Source, text: str, pos: int, is_return: bool) -> list[Pa
     return params
 
 
+_WORD_AT = re.compile(r"\w+")
+_HEADER_DIRECTIVES = frozenset((
+    "maxntid", "reqntid", "minnctapersm", "maxnctapersm", "maxnreg", "noreturn", "pragma",
+    "explicitcluster", "reqnctapercluster", "maxclusterrank", "abi_preserve",
+    "abi_preserve_control", "blocksareclusters", "param", "reg", "ptr", "align", "global",
+    "shared", "const", "local"))
+
+
 def _find_header_end(src: _Source, pos: int) -> tuple[int, str]:
     """Position of the '{' or ';' ending a function header (outside parentheses, comments and
     strings). A ';' followed by the body's '{' ends a ``.pragma "...";`` inside the header
@@ -548,6 +598,7 @@ def _find_header_end(src: _Source, pos: int) -> tuple[int, str]:
     depth = 0
     i = pos
     n = len(text)
+    seen_kind = False
     while i < n:
         ch = text[i]
         if ch == '"':
@@ -577,6 +628,16 @@ def _find_header_end(src: _Source, pos: int) -> tuple[int, str]:
             depth -= 1
         elif depth == 0 and ch in "{;":
             return i, ch
+        elif depth == 0 and ch == ".":
+            m = _WORD_AT.match(text, i + 1)
+            word = m.group() if m else ""
+            if word in ("entry", "func"):
+                seen_kind = True
+            elif seen_kind and word not in _HEADER_DIRECTIVES:
+                # old PTX ends a prototype without ';': the next directive starts here
+                return i, ""
+            i += 1 + len(word)
+            continue
         i += 1
     raise src.error("function header without body or ';'", pos)
 
@@ -594,9 +655,9 @@ def _parse_function(src: _Source, start: int, symbols: set[str]) -> tuple[Functi
     header = text[start:hend].rstrip()
     line = src.line_of(start)
     clean = _strip_comments(header)
-    if ch == ";":
+    if ch != "{":
         symbols.update(re.findall(r"[%$\w]+", clean))
-        return Raw(DIRECTIVE, header + ";", line), hend + 1
+        return Raw(DIRECTIVE, header + ch, line), hend + len(ch)
     km = _FUNC_KIND.search(clean)
     kind = km.group(1)
     linkage = clean[:km.start()].split()

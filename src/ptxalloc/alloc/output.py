@@ -1,0 +1,109 @@
+"""Writing an allocated function back as PTX (SPEC section 8; docs/allocated-ptx.md).
+
+Every virtual register is replaced by the physical register of its placement — ``%R<n>``
+(``.b32``), ``%RD<n>`` (``.b64``, named by the first register of the pair), ``%RQ<n>``
+(``.b128``), ``%H<u>`` (``.b16``, the half unit u), ``%P<n>`` (``.pred``), ``%V<a>x<b>_<u>`` for
+vector-typed registers — under a *stem* inserted after ``%`` that makes the names unable to
+clash with anything the input names. The input's ``.reg`` declarations give way to declarations
+of the physical registers used; every other directive, label, ``.loc`` line and comment stays in
+place; the one ``.local`` spill array is declared when something was spilled. Copies whose two
+ends got the same register are removed (written as ``//@removed`` comments), and inserted
+instructions carry the ``//@`` comments the checker reads.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..ir.instruction import REG_DECL, DIRECTIVE, COMMENT, Instruction, Label, Raw, Removed
+from ..ir.module import Function
+from ..ir.operands import Sym
+from ..ir.registers import CLASS_BITS, RegClass, RegTable
+
+_FAMILIES = ("R", "RD", "RQ", "H", "P", "V")
+
+
+def choose_stem(fn: Function) -> str:
+    """The shortest stem (``""``, ``"x"``, ``"xx"`` ...) whose physical names clash with no
+    name the function uses."""
+    names: set[str] = set(fn.regs.names)
+    for p in fn.params + fn.returns:
+        names.add(p.name)
+    for s in fn.body:
+        if type(s) is Instruction:
+            for op in s.ops:
+                if type(op) is Sym:
+                    names.add(op.text)
+        elif type(s) is Label:
+            names.add(s.name)
+        elif type(s) is Raw and s.kind == DIRECTIVE:
+            names.update(re.findall(r"%[\w$]+", s.text))
+    stem = ""
+    while True:
+        pat = re.compile(r"%" + re.escape(stem) + r"(?:R|RD|RQ|H|P|V)\d")
+        if not any(pat.match(n) for n in names):
+            return stem
+        stem += "x"
+
+
+def physical_name(regs: RegTable, v: int, start: int, stem: str) -> str:
+    c = regs.classes[v]
+    vec = regs.vec[v]
+    if c == RegClass.PRED:
+        return f"%{stem}P{start}"
+    if vec > 1:
+        return f"%{stem}V{vec}x{CLASS_BITS[c]}_{start}"
+    if c == RegClass.H16:
+        return f"%{stem}H{start}"
+    if c == RegClass.GPR32:
+        return f"%{stem}R{start // 2}"
+    if c == RegClass.GPR64:
+        return f"%{stem}RD{start // 2}"
+    return f"%{stem}RQ{start // 2}"
+
+
+def declarations(names: set[str], stem: str) -> list[str]:
+    top: dict[str, int] = {}
+    vectors: list[str] = []
+    pat = re.compile(r"%" + re.escape(stem) + r"(RD|RQ|R|H|P)(\d+)$")
+    for n in names:
+        m = pat.match(n)
+        if m:
+            fam, idx = m.group(1), int(m.group(2))
+            top[fam] = max(top.get(fam, -1), idx)
+        elif n.startswith(f"%{stem}V"):
+            vectors.append(n)
+    types = {"R": ".b32", "RD": ".b64", "RQ": ".b128", "H": ".b16", "P": ".pred"}
+    out = [f".reg {types[f]} %{stem}{f}<{top[f] + 1}>;" for f in ("P", "H", "R", "RD", "RQ")
+           if f in top]
+    for n in sorted(vectors):
+        m = re.match(r"%" + re.escape(stem) + r"V(\d+)x(\d+)_\d+$", n)
+        out.append(f".reg .v{m.group(1)} .b{m.group(2)} {n};")
+    return out
+
+
+def annotate(ins: Instruction, regs: RegTable, original: RegTable) -> None:
+    """Set the ``//@`` comment of an inserted instruction from its origin."""
+    o = ins.origin
+    if not o:
+        return
+    value = o[1]
+    ins.comment = f"//@{o[0]} {original.names[value]}#{value}"
+
+
+def build_body(fn: Function, names: list[str], header: str, decls: list[str],
+               array_decl: str | None, removed_copies: set[int]) -> list:
+    """The statements of the allocated function."""
+    body: list = [Raw(COMMENT, header)]
+    body.extend(Raw(REG_DECL, d) for d in decls)
+    if array_decl:
+        body.append(Raw(DIRECTIVE, array_decl))
+    for s in fn.body:
+        t = type(s)
+        if t is Raw and s.kind == REG_DECL:
+            continue
+        if t is Instruction and id(s) in removed_copies:
+            body.append(Removed(s, "copy"))
+            continue
+        body.append(s)
+    return body

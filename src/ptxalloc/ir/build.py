@@ -1,0 +1,56 @@
+"""Constructors of the instructions ptxalloc inserts: register copies, spill stores and
+reloads to the ``.local`` spill array, and the predicate saves and restores of SPEC section 5
+(``selp.u32 r, 1, 0, p`` / ``setp.ne.u32 p, r, 0``). Each is classified by the ISA table like a
+parsed instruction."""
+
+from __future__ import annotations
+
+from . import isa
+from .instruction import Instruction
+from .operands import Imm, Mem, Reg, Sym
+from .registers import CLASS_BITS, RegClass, RegTable
+
+
+def bit_type(regs: RegTable, v: int) -> str:
+    """The untyped PTX type that moves register ``v`` whole: ``.b32``, ``.v4.b32``, ``.pred``."""
+    c = regs.classes[v]
+    if c == RegClass.PRED:
+        return ".pred"
+    bits = CLASS_BITS[c]
+    vec = regs.vec[v]
+    return f".v{vec}.b{bits}" if vec > 1 else f".b{bits}"
+
+
+def width_bytes(regs: RegTable, v: int) -> int:
+    return CLASS_BITS[regs.classes[v]] // 8 * max(1, regs.vec[v])
+
+
+def copy(regs: RegTable, dst: int, src: int, line: int = 0) -> Instruction:
+    ins = Instruction("mov" + bit_type(regs, dst), [Reg(dst), Reg(src)], line=line)
+    isa.classify(ins, regs)
+    return ins
+
+
+def spill_store(regs: RegTable, src: int, array: str, line: int = 0) -> Instruction:
+    """``st.local.b32 [array], src`` — the offset is filled in once slots are assigned."""
+    ins = Instruction("st.local" + bit_type(regs, src), [Mem(Sym(array)), Reg(src)], line=line)
+    isa.classify(ins, regs)
+    return ins
+
+
+def spill_reload(regs: RegTable, dst: int, array: str, line: int = 0) -> Instruction:
+    ins = Instruction("ld.local" + bit_type(regs, dst), [Reg(dst), Mem(Sym(array))], line=line)
+    isa.classify(ins, regs)
+    return ins
+
+
+def pred_save(regs: RegTable, dst: int, pred: int, line: int = 0) -> Instruction:
+    ins = Instruction("selp.u32", [Reg(dst), Imm("1"), Imm("0"), Reg(pred)], line=line)
+    isa.classify(ins, regs)
+    return ins
+
+
+def pred_restore(regs: RegTable, pred: int, src: int, line: int = 0) -> Instruction:
+    ins = Instruction("setp.ne.u32", [Reg(pred), Reg(src), Imm("0")], line=line)
+    isa.classify(ins, regs)
+    return ins

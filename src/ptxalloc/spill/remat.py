@@ -1,0 +1,68 @@
+"""Rematerialization: recompute a value instead of reloading it (seed 002 "Rematerialization —
+Recompute vs. Reload"; SPEC section 5).
+
+A spilled value is rematerialized when it has exactly one definition, unguarded, that reads no
+register and has no side effect — a constant (``mov.u32 %r1, 5``), a special register that
+stays fixed for the thread (``%tid``, ``%ntid``, ``%ctaid``, ``%nctaid``, ``%laneid``,
+``%gridid``, ``%lanemask_*``), a symbol's address (``mov.u64 %rd1, arr``, ``cvta`` of a
+symbol) — and recomputing it is cheaper: ``compute_cost < 0.75 x load_cost``, with a compute
+cost of 1 cycle for these moves and a load cost of 10 cycles outside loops and 4 inside them
+(seed 002 ``estimate_cache_latency``), so every such value qualifies.
+
+Definitions that read registers (``add %r2, %r1, 4``, shifts, masks) are not rematerialized: the
+source would have to be available, unchanged, at every use, which PTX that reuses registers
+does not guarantee; reloading them is always correct. docs/decisions.md records this.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..ir.instruction import Instruction
+from ..ir.module import Function
+from ..ir.operands import Imm, Reg, Sym
+
+COMPUTE_COST = 1.0
+REMAT_FACTOR = 0.75
+LOAD_COST_OUTSIDE_LOOPS = 10.0
+LOAD_COST_IN_LOOPS = 4.0
+
+_FIXED_SPECIAL = re.compile(r"%(?:tid|ntid|ctaid|nctaid|laneid|gridid|lanemask_\w+|nsmid"
+                            r"|cluster_ctaid|cluster_nctaid|cluster_ctarank|cluster_nctarank"
+                            r"|clusterid|nclusterid)(?:\.[xyzw])?$")
+
+
+def _pure_source(op) -> bool:
+    if type(op) is Imm:
+        return True
+    if type(op) is Sym:
+        return bool(_FIXED_SPECIAL.match(op.text)) or not op.text.startswith("%")
+    return False
+
+
+def remat_candidates(fn: Function, instrs: list[Instruction]) -> dict[int, Instruction]:
+    """Registers that can be recomputed, each with its single defining instruction."""
+    defs: dict[int, list[Instruction]] = {}
+    for ins in instrs:
+        for d in ins.defs:
+            defs.setdefault(d, []).append(ins)
+    out = {}
+    for v, ds in defs.items():
+        if len(ds) != 1:
+            continue
+        ins = ds[0]
+        if ins.guard >= 0 or len(ins.defs) != 1 or len(ins.ops) != 2 or ins.uses:
+            continue
+        base = ins.opcode.split(".", 1)[0]
+        if base not in ("mov", "cvta"):
+            continue
+        dst, src = ins.ops
+        if type(dst) is not Reg or dst.comp or not _pure_source(src):
+            continue
+        out[v] = ins
+    return out
+
+
+def worth_rematerializing(loop_depth: int) -> bool:
+    load = LOAD_COST_IN_LOOPS if loop_depth > 0 else LOAD_COST_OUTSIDE_LOOPS
+    return COMPUTE_COST < REMAT_FACTOR * load

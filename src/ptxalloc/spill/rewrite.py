@@ -1,0 +1,129 @@
+"""Spill rewriting (seed 002 "Store Insertion Algorithm", "Reload Insertion Algorithm";
+SPEC section 5).
+
+For every register chosen for spilling, every instruction that reads it gets a reload into a
+new short-lived temporary just before it, and every instruction that writes it writes a new
+temporary instead, stored to the register's slot just after it. A guarded or partial
+definition (which may leave the old value in place) reloads first, so the store after it always
+writes the right value. Temporaries are never spilled again.
+
+Two other ways out:
+
+* a rematerializable register (:mod:`remat`) is recomputed before each use by a copy of its
+  definition, and the definition itself, now useless, is removed;
+* a predicate (only P0-P6 exist) spills to a 32-bit register holding 0 or 1: ``selp.u32 b, 1,
+  0, p`` after each definition and ``setp.ne.u32 p, b, 0`` before each use. That register is an
+  ordinary value and may itself be spilled in a later round.
+
+Stores and reloads address the function's ``.local`` spill array; their ``origin`` is
+``(kind, value, slot key)`` — the slot key is the spilled register's id — and their offsets are
+filled in once every slot is known (:mod:`slots`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir import build
+from ..ir.instruction import Instruction, Removed
+from ..ir.module import Function
+from ..ir.operands import Reg
+from ..ir.registers import RegClass
+
+
+@dataclass
+class SpillState:
+    """What spilling has done to a function so far, across rounds."""
+
+    array: str                                            # the .local spill array's name
+    origin_of: dict[int, int] = field(default_factory=dict)   # register -> original value
+    no_spill: set[int] = field(default_factory=set)       # spill temporaries
+    slot_size: dict[int, int] = field(default_factory=dict)       # slot key -> bytes
+    pred_home: dict[int, int] = field(default_factory=dict)       # predicate -> its GPR
+    spilled_values: set[int] = field(default_factory=set)         # original values spilled
+    rematerialized: set[int] = field(default_factory=set)
+
+
+def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
+                   state: SpillState) -> Function:
+    """A copy of ``fn`` with every register of ``spill`` spilled."""
+    out = fn.copy()
+    regs = out.regs
+    origin_of = state.origin_of
+    classes = regs.classes
+    for v in spill:
+        state.spilled_values.add(origin_of.get(v, v))
+        if v in remat:
+            state.rematerialized.add(origin_of.get(v, v))
+        elif classes[v] == RegClass.PRED:
+            b = regs.add(f"{regs.names[v]}$b", ".b32", RegClass.GPR32)
+            origin_of[b] = origin_of.get(v, v)
+            state.pred_home[v] = b
+        else:
+            state.slot_size[v] = build.width_bytes(regs, v)
+
+    body = []
+    for s in out.body:
+        if type(s) is not Instruction:
+            body.append(s)
+            continue
+        hit_uses = [u for u in s.uses if u in spill]
+        hit_defs = [d for d in s.defs if d in spill]
+        if not hit_uses and not hit_defs:
+            body.append(s)
+            continue
+        if hit_defs and all(d in remat for d in hit_defs) and not hit_uses \
+                and remat.get(hit_defs[0]) is s:
+            body.append(Removed(s, "remat"))
+            continue
+        temp: dict[int, int] = {}
+        for v in hit_uses + hit_defs:
+            if v not in temp:
+                t = regs.like(v, f"{regs.names[v]}$s")
+                origin_of[t] = origin_of.get(v, v)
+                state.no_spill.add(t)
+                temp[v] = t
+        reload = list(dict.fromkeys(hit_uses + [d for d in hit_defs
+                                                if s.guard >= 0 or d in s.uses]))
+        line = s.line
+        for v in reload:
+            body.append(_restore(regs, v, temp[v], remat, state, line))
+        new_ops = [op.map_regs(lambda r: Reg(temp[r.v], r.comp) if r.v in temp else r)
+                   for op in s.ops]
+        guard = temp.get(s.guard, s.guard) if s.guard >= 0 else -1
+        body.append(s.copy_with(new_ops, guard))
+        for v in dict.fromkeys(hit_defs):
+            if v in remat:
+                continue                        # recomputed at every use instead
+            body.append(_save(regs, v, temp[v], state, line))
+    out.body = body
+    return out
+
+
+def _restore(regs, v: int, t: int, remat: dict[int, Instruction], state: SpillState,
+             line: int) -> Instruction:
+    value = state.origin_of.get(v, v)
+    if v in remat:
+        d = remat[v]
+        ins = d.copy_with([Reg(t)] + d.ops[1:])
+        ins.origin = ("remat", value)
+        ins.line = line
+        return ins
+    if v in state.pred_home:
+        ins = build.pred_restore(regs, t, state.pred_home[v], line)
+        ins.origin = ("preload", value)
+        return ins
+    ins = build.spill_reload(regs, t, state.array, line)
+    ins.origin = ("reload", value, v)
+    return ins
+
+
+def _save(regs, v: int, t: int, state: SpillState, line: int) -> Instruction:
+    value = state.origin_of.get(v, v)
+    if v in state.pred_home:
+        ins = build.pred_save(regs, state.pred_home[v], t, line)
+        ins.origin = ("pspill", value)
+        return ins
+    ins = build.spill_store(regs, t, state.array, line)
+    ins.origin = ("spill", value, v)
+    return ins
