@@ -96,6 +96,35 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_allocate(args: argparse.Namespace) -> int:
+    from .pipeline import allocate_module
+    from .ptx import parse_file
+    from .report.allocation_report import verbose_lines
+    from .util import write_atomic
+
+    budget = _budget(args.registers, allow_auto=True)
+    if budget == "auto":
+        from .errors import UsageError
+        raise UsageError("--registers auto is the fat-point allocator's occupancy model; "
+                         "it is not available yet")
+    module = parse_file(args.file)
+    _select(module, args.function)
+    result = allocate_module(module, budget if budget is not None else 15, args.allocator,
+                             args.arch, args.function, verify=not args.no_verify)
+    info = sys.stdout if args.output else sys.stderr
+    if args.verbose:
+        for fr in result.functions:
+            for line in verbose_lines(fr, result.sm):
+                print(line, file=info)
+    if args.json:
+        write_atomic(args.json, json.dumps(result.report(), indent=2) + "\n")
+    if args.output:
+        write_atomic(args.output, result.ptx)
+    else:
+        sys.stdout.write(result.ptx)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ptxalloc",
                                  description="A register allocator for NVIDIA PTX.")
@@ -114,6 +143,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arch", metavar="sm_XX", help="target model (default: the .target)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(run=_cmd_analyze)
+
+    p = sub.add_parser("allocate", help="allocate registers and write physical PTX")
+    p.add_argument("file")
+    p.add_argument("-o", "--output", metavar="OUT.ptx", help="write the PTX here (default: "
+                   "standard output)")
+    p.add_argument("--allocator", default="briggs", choices=["briggs", "fatpoint"])
+    p.add_argument("--registers", metavar="K", default="15",
+                   help="register budget, 1..255 (default 15)")
+    p.add_argument("--arch", metavar="sm_XX", help="target model (default: the .target)")
+    p.add_argument("--function", metavar="NAME", help="allocate only this function")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="per function, ptxas-style figures, moves, rounds and time")
+    p.add_argument("--json", metavar="REPORT.json", help="write the report as JSON")
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip the independent checker")
+    p.set_defaults(run=_cmd_allocate)
     return ap
 
 

@@ -1,0 +1,25 @@
+"""The ``allocate -v`` lines: per function, figures in ptxas's manner, then moves, rounds and
+time (SPEC section 9)."""
+
+from __future__ import annotations
+
+from ..alloc.driver import FunctionResult
+from ..target.sm import SMProfile
+
+
+def verbose_lines(r: FunctionResult, sm: SMProfile | None) -> list[str]:
+    arch = sm.name if sm else "?"
+    verified = {True: "verified", False: "NOT verified", None: "not checked"}[r.verified]
+    lines = [
+        f"ptxalloc info    : Function properties for {r.name} ({r.allocator}, budget "
+        f"{r.budget}, {arch})",
+        f"    {r.stack_frame_bytes} bytes stack frame, {r.spill_stores_bytes} bytes spill "
+        f"stores, {r.spill_loads_bytes} bytes spill loads",
+        f"ptxalloc info    : Used {r.registers} registers, {r.predicates} predicates "
+        f"(MaxLive {r.max_live})",
+        f"    {r.moves_coalesced} of {r.moves} moves coalesced, {r.spilled_values} values "
+        f"spilled ({r.rematerialized} rematerialized), {r.rounds} round(s), {verified}, "
+        f"{1000 * sum(r.seconds.values()):.1f} ms",
+    ]
+    lines.extend(f"    {note}" for note in r.notes)
+    return lines
