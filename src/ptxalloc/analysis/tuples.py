@@ -75,7 +75,7 @@ def find_tuples(fn: Function, instrs: list[Instruction] | None = None) -> TupleI
     for ins in (instrs if instrs is not None else fn.instructions()):
         if not ins.ops:
             continue
-        for vec, align in isa.tuple_operands(ins):
+        for vec, align in isa.tuple_operands(ins, regs):
             got = _layout(vec, regs)
             if got is None or len(vec.items) == 1:
                 continue                   # a one-member "vector" is just the register
