@@ -1,0 +1,334 @@
+"""Property tests of the analyses (issue 3), on random programs written as PTX text and parsed.
+
+(a) Liveness equals its definition, computed by brute force: a register is live at a point iff
+    some path from that point reaches a use of it before an unguarded definition. The oracle
+    works on the instruction-level graph built from the generator's own model of the program
+    (not from the CFG under test).
+(b) On straight-line SSA code of 32-bit registers without copies, MaxLive equals the largest
+    clique of the interference graph (interval graphs are perfect); on any straight-line code
+    without copies or guards, every live set is a clique, so the largest clique is at least
+    MaxLive.
+(c) The interference graph is symmetric and irreflexive, and every definition interferes with
+    what is live after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ptxalloc.analysis.interference import InterferenceGraph
+from ptxalloc.analysis.liveness import Liveness
+from ptxalloc.analysis.pressure import Pressure
+from ptxalloc.analysis.tuples import find_tuples
+from ptxalloc.ir.cfg import CFG
+from ptxalloc.ir.registers import RegClass
+from ptxalloc.ptx import parse
+from ptxalloc.util import bits
+
+HDR = ".version 7.0\n.target sm_80\n.address_size 64\n\n"
+GPRS = ["%r1", "%r2", "%r3", "%r4"]
+PREDS = ["%p1", "%p2"]
+
+
+@dataclass
+class Ins:
+    text: str
+    uses: set[str]
+    defs: set[str]                 # what it writes
+    kill: set[str]                 # what it definitely writes (not under a guard)
+    term: str = ""                 # "", "bra", "ret"
+    guarded: bool = False
+    target: int = -1               # block index of a branch
+
+
+@dataclass
+class Program:
+    blocks: list[list[Ins]] = field(default_factory=list)
+
+    def flat(self) -> list[Ins]:
+        return [ins for b in self.blocks for ins in b]
+
+    def text(self) -> str:
+        lines = [HDR, ".visible .entry k()\n{\n", "\t.reg .pred %p<3>;\n", "\t.reg .b32 %r<5>;\n"]
+        for i, b in enumerate(self.blocks):
+            lines.append(f"$B{i}:\n")
+            for ins in b:
+                lines.append("\t" + ins.text + "\n")
+        lines.append("}\n")
+        return "".join(lines)
+
+    def succs(self) -> list[list[int]]:
+        """Instruction-level successors, from the program model."""
+        firsts = []
+        n = 0
+        for b in self.blocks:
+            firsts.append(n)
+            n += len(b)
+        out = []
+        for i, ins in enumerate(self.flat()):
+            nxt = [i + 1] if i + 1 < n else []
+            if ins.term == "bra":
+                out.append([firsts[ins.target]] + (nxt if ins.guarded else []))
+            elif ins.term == "ret":
+                out.append(nxt if ins.guarded else [])
+            else:
+                out.append(nxt)
+        return out
+
+
+def _guard(draw) -> tuple[str, str]:
+    p = draw(st.sampled_from(PREDS))
+    neg = draw(st.booleans())
+    return ("@!" if neg else "@") + p, p
+
+
+@st.composite
+def instruction(draw) -> Ins:
+    kind = draw(st.sampled_from(["mov", "add", "add", "copy", "gmov", "gadd", "setp", "st",
+                                 "setp2"]))
+    d = draw(st.sampled_from(GPRS))
+    a = draw(st.sampled_from(GPRS))
+    b = draw(st.sampled_from(GPRS))
+    if kind == "mov":
+        return Ins(f"mov.u32 {d}, {draw(st.integers(0, 9))};", set(), {d}, {d})
+    if kind == "add":
+        return Ins(f"add.s32 {d}, {a}, {b};", {a, b}, {d}, {d})
+    if kind == "copy":
+        return Ins(f"mov.u32 {d}, {a};", {a}, {d}, {d})
+    if kind == "gmov":
+        g, p = _guard(draw)
+        return Ins(f"{g} mov.u32 {d}, {a};", {p, a}, {d}, set())
+    if kind == "gadd":
+        g, p = _guard(draw)
+        return Ins(f"{g} add.s32 {d}, {d}, {a};", {p, d, a}, {d}, set())
+    if kind == "setp":
+        p = draw(st.sampled_from(PREDS))
+        return Ins(f"setp.lt.s32 {p}, {a}, {b};", {a, b}, {p}, {p})
+    if kind == "setp2":
+        return Ins(f"setp.lt.s32 %p1|%p2, {a}, 5;", {a}, {"%p1", "%p2"}, {"%p1", "%p2"})
+    return Ins(f"st.shared.u32 [{a}], {b};", {a, b}, set(), set())
+
+
+@st.composite
+def terminator(draw, nblocks: int) -> Ins | None:
+    kind = draw(st.sampled_from(["none", "none", "bra", "gbra", "gbra", "ret", "gret", "exit"]))
+    if kind == "none":
+        return None
+    if kind in ("bra", "gbra"):
+        j = draw(st.integers(0, nblocks - 1))
+        if kind == "bra":
+            return Ins(f"bra.uni $B{j};", set(), set(), set(), "bra", False, j)
+        g, p = _guard(draw)
+        return Ins(f"{g} bra $B{j};", {p}, set(), set(), "bra", True, j)
+    if kind == "gret":
+        g, p = _guard(draw)
+        return Ins(f"{g} ret;", {p}, set(), set(), "ret", True)
+    return Ins(f"{kind};", set(), set(), set(), "ret")
+
+
+@st.composite
+def programs(draw) -> Program:
+    n = draw(st.integers(1, 6))
+    prog = Program()
+    for _ in range(n):
+        body = draw(st.lists(instruction(), min_size=1, max_size=4))
+        t = draw(terminator(n))
+        prog.blocks.append(body + ([t] if t is not None else []))
+    return prog
+
+
+def brute_live_before(prog: Program) -> list[set[str]]:
+    instrs = prog.flat()
+    succ = prog.succs()
+    regs = set(GPRS + PREDS)
+    out = []
+    for i in range(len(instrs)):
+        live = set()
+        for v in regs:
+            seen = set()
+            stack = [i]
+            while stack:
+                j = stack.pop()
+                if j in seen:
+                    continue
+                seen.add(j)
+                if v in instrs[j].uses:
+                    live.add(v)
+                    break
+                if v in instrs[j].kill:
+                    continue
+                stack.extend(succ[j])
+        out.append(live)
+    return out
+
+
+def names(fn, bitset: int) -> set[str]:
+    return {fn.regs.names[v] for v in bits(bitset)}
+
+
+@settings(max_examples=60, deadline=None)
+@given(prog=programs())
+def test_liveness_matches_brute_force(prog):
+    fn = parse(prog.text(), "random.ptx").functions[0]
+    cfg = CFG(fn)
+    model = prog.flat()
+    assert [ins.opcode for ins in cfg.instrs] == [m.text.split()[1 if m.text[0] == "@" else 0]
+                                                  .rstrip(";") for m in model]
+    lv = Liveness(cfg)
+    before = brute_live_before(prog)
+    succ = prog.succs()
+    after = [set().union(*(before[s] for s in succ[i])) if succ[i] else set()
+             for i in range(len(model))]
+    for b in cfg.blocks:
+        assert b.instrs, "every generated block has an instruction"
+        first, last = b.first, b.first + len(b.instrs) - 1
+        assert names(fn, lv.live_in[b.id]) == before[first], (b.id, prog.text())
+        assert names(fn, lv.live_out[b.id]) == after[last], (b.id, prog.text())
+        for k, (la, lb) in enumerate(zip(lv.live_after(b.id), lv.live_before(b.id))):
+            assert names(fn, lb) == before[first + k]
+            assert names(fn, la) == after[first + k]
+    assert names(fn, lv.entry_live) == before[0]
+
+
+def check_graph(fn, cfg, lv, g) -> None:
+    classes = fn.regs.classes
+    for u in range(g.nregs):
+        assert not g.adj[u] >> u & 1
+        for w in bits(g.adj[u]):
+            assert g.adj[w] >> u & 1
+            assert (classes[u] == RegClass.PRED) == (classes[w] == RegClass.PRED)
+    for b in cfg.blocks:
+        for ins, live in zip(b.instrs, lv.live_after(b.id)):
+            for d in ins.defs:
+                want = live & ~(1 << d)
+                if ins.is_copy:
+                    want &= ~(1 << ins.uses[0])
+                want &= g.pred_mask if classes[d] == RegClass.PRED else g.gpr_mask
+                assert g.adj[d] & want == want
+            if len(ins.defs) > 1:
+                for x in ins.defs:
+                    for y in ins.defs:
+                        if x != y:
+                            assert g.interferes(x, y)
+    entry = lv.entry_live
+    for v in bits(entry):
+        same = g.pred_mask if classes[v] == RegClass.PRED else g.gpr_mask
+        assert g.adj[v] & entry & same == entry & same & ~(1 << v)
+
+
+@settings(max_examples=60, deadline=None)
+@given(prog=programs())
+def test_interference_graph_symmetric_irreflexive(prog):
+    fn = parse(prog.text(), "random.ptx").functions[0]
+    cfg = CFG(fn)
+    lv = Liveness(cfg)
+    g = InterferenceGraph(cfg, lv)
+    check_graph(fn, cfg, lv, g)
+    st_ = g.statistics()
+    assert st_.edges == sum(a.bit_count() for a in g.adj) // 2
+    assert st_.moves == sum(1 for ins in cfg.instrs if ins.is_copy)
+
+
+# --- (b) MaxLive and cliques on straight-line code ---------------------------------------------
+
+
+def max_clique(adj: dict[int, int]) -> int:
+    """Size of the largest clique (Bron-Kerbosch with pivoting) over int-bitset adjacency."""
+    best = 0
+
+    def expand(size: int, p: int, x: int) -> None:
+        nonlocal best
+        if not p and not x:
+            best = max(best, size)
+            return
+        if size + p.bit_count() <= best:
+            return
+        pivot = max(bits(p | x), key=lambda u: (p & adj[u]).bit_count())
+        for v in bits(p & ~adj[pivot]):
+            expand(size + 1, p & adj[v], x & adj[v])
+            p &= ~(1 << v)
+            x |= 1 << v
+
+    expand(0, sum(1 << v for v in adj), 0)
+    return best
+
+
+@st.composite
+def straight_line(draw, ssa: bool) -> str:
+    """Straight-line code over 32-bit registers: no copies, no guards. In SSA form each %v is
+    defined at most once; %u0..%u2 are never defined (live on entry when read)."""
+    n = draw(st.integers(1, 14))
+    defined: list[str] = []
+    pool = [f"%v{i}" for i in range(6)]
+    lines = []
+
+    def src() -> str:
+        choices = defined + ["%u0", "%u1", "%u2"]
+        return draw(st.sampled_from(choices))
+
+    for k in range(n):
+        kind = draw(st.sampled_from(["add", "add", "ld", "mov", "st", "mad"]))
+        if kind == "st":
+            lines.append(f"st.shared.u32 [{src()}], {src()};")
+            continue
+        d = f"%v{k}" if ssa else draw(st.sampled_from(pool))
+        if kind == "add":
+            lines.append(f"add.s32 {d}, {src()}, {draw(st.sampled_from([src(), '3']))};")
+        elif kind == "mad":
+            lines.append(f"mad.lo.s32 {d}, {src()}, {src()}, {src()};")
+        elif kind == "ld":
+            lines.append(f"ld.shared.u32 {d}, [{src()}+4];")
+        else:
+            lines.append(f"mov.u32 {d}, {draw(st.integers(0, 99))};")
+        if d not in defined:
+            defined.append(d)
+    # keep a few values live to the end
+    for v in draw(st.lists(st.sampled_from(defined or ["%u0"]), max_size=3)):
+        lines.append(f"st.shared.u32 [%u0], {v};")
+    decl = "\t.reg .b32 %v<16>;\n\t.reg .b32 %u<3>;\n"
+    return (HDR + ".visible .entry k()\n{\n" + decl + "".join(f"\t{ln}\n" for ln in lines)
+            + "\tret;\n}\n")
+
+
+def _analyse(text: str):
+    fn = parse(text, "line.ptx").functions[0]
+    cfg = CFG(fn)
+    lv = Liveness(cfg)
+    g = InterferenceGraph(cfg, lv)
+    p = Pressure(cfg, lv, find_tuples(fn, cfg.instrs))
+    assert len(cfg.blocks) == 1 and not any(ins.is_copy for ins in cfg.instrs)
+    assert all(c == RegClass.GPR32 for c in fn.regs.classes)
+    return fn, cfg, lv, g, p
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=straight_line(ssa=True))
+def test_max_live_is_the_largest_clique_on_ssa_straight_line_code(text):
+    fn, cfg, lv, g, p = _analyse(text)
+    check_graph(fn, cfg, lv, g)
+    clique = max_clique({v: g.adj[v] for v in range(g.nregs)})
+    assert p.max_live == clique, text
+    assert p.max_regs == clique
+    assert p.max_preds == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=straight_line(ssa=False))
+def test_every_live_set_is_a_clique(text):
+    fn, cfg, lv, g, p = _analyse(text)
+    check_graph(fn, cfg, lv, g)
+    b = cfg.blocks[0]
+    points = [lv.live_in[0]]
+    for ins, live in zip(b.instrs, lv.live_after(0)):
+        s = live
+        for d in ins.defs:
+            s |= 1 << d
+        points.append(s)
+    for s in points:
+        for v in bits(s):
+            assert g.adj[v] & s == s & ~(1 << v), text
+    clique = max_clique({v: g.adj[v] for v in range(g.nregs)})
+    assert clique >= p.max_live == max(s.bit_count() for s in points)
