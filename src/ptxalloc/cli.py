@@ -173,6 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ptxalloc: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (``ptxalloc allocate f.ptx | head``): not an error
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
     except RecursionError:
         if os.environ.get("PTXALLOC_DEBUG"):
             raise

@@ -157,9 +157,7 @@ def test_tuple_shape_names():
     (RegClass.GPR32, 0, GPR32), (RegClass.GPR32, 1, GPR32),
     (RegClass.GPR32, 4, B128),                    # .reg .v4 .u32: a 4-aligned quad
     (RegClass.GPR32, 2, GPR64),
-    pytest.param(RegClass.GPR64, 2, Shape(GPR, 8, 8), marks=pytest.mark.xfail(
-        strict=True, reason="units.vreg_shape aligns a .reg .v2 .f64 to 2 registers; a .v2.f64 "
-        "vector operand is a 4-aligned quad (isa.tuple_operands)")),
+    (RegClass.GPR64, 2, Shape(GPR, 8, 8)),        # .reg .v2 .f64: a 4-aligned quad
     (RegClass.H16, 2, GPR32),
     (RegClass.H16, 4, GPR64),
     (RegClass.PRED, 4, PRED1),

@@ -28,7 +28,6 @@ The Tier-1 test is stated two ways by the seeds; SPEC 4.4 settles on the classic
 from __future__ import annotations
 
 import heapq
-import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -46,6 +45,7 @@ class Coloring:
     spilled: list[int] = field(default_factory=list)      # nodes without a placement
     stack: list[int] = field(default_factory=list)        # removal order
     optimistic: int = 0                                   # spill candidates pushed anyway
+    optimal: bool | None = None                           # register count proven minimal
 
 
 def _ratio(cost: float, wdeg: int, factor: float) -> float:
@@ -175,7 +175,3 @@ def color(p: Problem, factor: float = COALESCE_FACTOR) -> Coloring:
         start[n] = choice
     return result
 
-
-def spill_choice_is_free(p: Problem, n: int) -> bool:
-    """Whether node ``n`` may be spilled (spill temporaries may not)."""
-    return not math.isinf(p.cost[n])

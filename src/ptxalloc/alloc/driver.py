@@ -35,6 +35,7 @@ from ..util import gc_paused
 from . import output
 from .briggs import Coloring, color
 from .coalesce import COALESCE_FACTOR, coalesce
+from .compact import compact
 from .legalize import legalize_tuples
 from .problem import Problem
 from ..spill.lazy import remove_redundant_spill_code
@@ -51,6 +52,7 @@ SPILL_ARRAY = "__ptxalloc_spill"
 class Options:
     allocator: str = "briggs"
     coalesce_factor: float = COALESCE_FACTOR
+    compact: bool = True
     knobs: dict[str, float] = field(default_factory=dict)
 
 
@@ -221,6 +223,8 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
             coloring = allocator(problem, options)
             t = tick("color", t)
             if not coloring.spilled:
+                if options.compact:
+                    compact(problem, coloring, analysis.pressure.max_live)
                 break
             to_spill: set[int] = set()
             for node in coloring.spilled:
@@ -280,21 +284,22 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
         if ins.is_copy and ins.origin is None and names[ins.defs[0]] == names[ins.uses[0]]:
             removed_copies.add(id(ins))
     used_names = set()
-    gprs = [-1]
-    preds = [-1]
     for ins in cfg.instrs:
         if id(ins) in removed_copies:
             continue
         for v in ins.defs + ins.uses:
-            if v in pinned or v not in start:
-                continue
-            used_names.add(names[v])
-            shape = vreg_shape(regs.classes[v], regs.vec[v])
-            if shape.file == PRED:
-                preds.append(start[v])
-            else:
-                gprs.append((start[v] + shape.units - 1) // 2)
+            if v not in pinned and v in start:
+                used_names.add(names[v])
         output.annotate(ins, regs, original.regs)
+    # the high-water marks cover whole placements (a tuple's sink members included)
+    gprs = [-1]
+    preds = [-1]
+    for node, s in coloring.start.items():
+        shape = problem.shape[node]
+        if shape.file == PRED:
+            preds.append(s)
+        else:
+            gprs.append((s + shape.units - 1) // 2)
     stores = loads = 0
     for ins in cfg.instrs:
         o = ins.origin
@@ -318,6 +323,7 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
     result.spilled_values = len(state.spilled_values)
     result.rematerialized = len(state.rematerialized)
     result.moves_coalesced = len(removed_copies)
+    result.extra["registers_optimal"] = coloring.optimal
 
 
 def _width(regs, v: int) -> int:

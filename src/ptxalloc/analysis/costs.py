@@ -79,10 +79,9 @@ def spill_costs(cfg: CFG, liveness: Liveness, mem_latency: float,
             c = use_freq[v] * remat[v] * mult
         else:
             c = def_freq[v] * use_freq[v] * mem_latency * mult
-        c = min(max(c, 0.0), MAX_COST)
         if classes[v] in (RegClass.GPR64, RegClass.B128) or fn.regs.vec[v] > 1:
             c *= WIDE_FACTOR
-        costs[v] = c
+        costs[v] = min(max(c, 0.0), MAX_COST)
     for v in no_spill:
         costs[v] = INFINITE
     return costs

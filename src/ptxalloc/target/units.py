@@ -69,11 +69,13 @@ def tuple_shape(units: int, align_regs: int) -> Shape:
 
 def vreg_shape(rclass: RegClass, vec: int) -> Shape:
     """Shape of one virtual register: its class, or for a vector-typed register (``.reg .v4
-    .u32 x``) a tuple of its members aligned like a vector operand of the same arity."""
+    .u32 x``) a tuple of its members aligned to its size rounded up to a power of two, as the
+    ISA table aligns a vector operand (a ``.v2 .f64`` is a 4-aligned quad)."""
     base = CLASS_SHAPE[rclass]
     if vec <= 1 or rclass == RegClass.PRED:
         return base
-    return tuple_shape(base.units * vec, vec)
+    units = base.units * vec
+    return tuple_shape(units, _pow2_at_least(units) // 2)
 
 
 class RegFile:

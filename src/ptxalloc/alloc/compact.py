@@ -1,0 +1,166 @@
+"""Register compaction: recolor a finished allocation to lower its high-water mark.
+
+Briggs's select (and the fat-point scan) decide *which* values stay in registers; the colors
+they pick depend on the simplify order, which the seeds fix by spill-cost priority, not by what
+keeps the register count low. Once an allocation has no spill left, this pass recolors the same
+interference graph greedily in program order — each node, in the order its first definition
+appears in the blocks' reverse post-order, takes the lowest free placement of its shape — and
+keeps the result only if it uses fewer registers and still fits the budget. For code in SSA form
+(most of what nvcc and Triton emit) the program order is a perfect elimination order of the
+chordal interference graph, so with 32-bit values this reaches MaxLive, the lower bound.
+
+It changes no spill decision and no value's class or alignment; the checker proves the result
+like any other. docs/decisions.md records it as the project's addition to the seeds.
+"""
+
+from __future__ import annotations
+
+from ..target.units import GPR
+from ..util import bits
+from .briggs import Coloring
+from .problem import Problem
+
+
+def high_water(p: Problem, start: dict[int, int]) -> int:
+    """Registers used: highest GPR register index + 1 (0 when none)."""
+    top = -1
+    for n, s in start.items():
+        sh = p.shape[n]
+        if sh.file == GPR:
+            top = max(top, (s + sh.units - 1) // 2)
+    return top + 1
+
+
+def _program_order(p: Problem) -> list[int]:
+    cfg = p.analysis.cfg
+    first: dict[int, int] = {}
+    pos = 0
+    for bid in cfg.rpo + [b.id for b in cfg.blocks if not b.reachable]:
+        for ins in cfg.blocks[bid].instrs:
+            for v in ins.defs + ins.uses:
+                n = p.find(v)
+                if n not in first:
+                    first[n] = pos
+            pos += 1
+    nodes = [n for n in p.members if n not in p.fixed]
+    return sorted(nodes, key=lambda n: (first.get(n, -1), n))
+
+
+def _greedy(p: Problem, order: list[int], best_fit: bool) -> dict[int, int] | None:
+    """Lowest-free-placement coloring in ``order``; with ``best_fit`` a value narrower than a
+    pair prefers a free placement inside a pair that is already partly used, so that free
+    pairs stay whole."""
+    start: dict[int, int] = dict(p.fixed)
+    shape = p.shape
+    adj = p.adj
+    regfile = p.regfile
+    for n in order:
+        forbidden = 0
+        for m in bits(adj[n]):
+            sm = start.get(m)
+            if sm is not None:
+                forbidden |= ((1 << shape[m].units) - 1) << sm
+        sh = shape[n]
+        choice = None
+        for s, mask in regfile.placements(sh):
+            if mask & forbidden:
+                continue
+            if choice is None:
+                choice = s
+                if not best_fit or sh.units >= 4 or sh.file != GPR:
+                    break
+            pair = 0xF << (s & ~3)
+            if forbidden & pair:
+                choice = s
+                break
+        if choice is None:
+            return None
+        start[n] = choice
+    return start
+
+
+class _OutOfSteps(Exception):
+    pass
+
+
+def _search(p: Problem, order: list[int], limit_units: int,
+            steps: int) -> dict[int, int] | None | bool:
+    """Backtracking search for a coloring of every node below ``limit_units``, trying nodes
+    in ``order`` and each node's placements lowest first. Returns the coloring, False when
+    none exists (the search was exhaustive), or None when it gave up after ``steps`` tries."""
+    start: dict[int, int] = dict(p.fixed)
+    shape = p.shape
+    adj = p.adj
+    nbrs = {n: bits(adj[n]) for n in order}
+    options = {n: [(s, m) for s, m in p.regfile.placements(shape[n])
+                   if shape[n].file != GPR or s + shape[n].units <= limit_units]
+               for n in order}
+    budget = [steps]
+
+    def place(i: int) -> bool:
+        if i == len(order):
+            return True
+        n = order[i]
+        forbidden = 0
+        for m in nbrs[n]:
+            sm = start.get(m)
+            if sm is not None:
+                forbidden |= ((1 << shape[m].units) - 1) << sm
+        for s, mask in options[n]:
+            if mask & forbidden:
+                continue
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise _OutOfSteps
+            start[n] = s
+            if place(i + 1):
+                return True
+            del start[n]
+        return False
+
+    try:
+        return start if place(0) else False
+    except (_OutOfSteps, RecursionError):
+        return None
+
+
+SEARCH_STEPS = 20000
+SEARCH_MAX_NODES = 600
+
+
+def compact(p: Problem, coloring: Coloring, lower_bound: int = 0) -> bool:
+    """Recolor ``coloring`` in place when that lowers the register count; returns whether it
+    did. Three program-order greedy colorings are tried — lowest fit, best fit for narrow
+    values, and wide values first — and the one using fewest registers wins. If that is still
+    above ``lower_bound`` (MaxLive), a bounded backtracking search over the same program order
+    tries each register count from the lower bound up. ``coloring.optimal`` records whether
+    the final count is proven minimal for this interference graph: it equals the lower bound,
+    or the search showed every smaller count impossible (alignment can make MaxLive
+    unreachable)."""
+    if coloring.spilled:
+        return False
+    best = high_water(p, coloring.start)
+    order = _program_order(p)
+    wide_first = sorted(order, key=lambda n: -p.shape[n].units)      # stable: keeps order
+    found = None
+    for nodes, best_fit in ((order, False), (order, True), (wide_first, True)):
+        start = _greedy(p, nodes, best_fit)
+        if start is not None:
+            hw = high_water(p, start)
+            if hw < best:
+                best, found = hw, start
+    proven = best <= lower_bound
+    if not proven and len(order) <= SEARCH_MAX_NODES:
+        proven = True
+        for target in range(max(lower_bound, 1), best):
+            start = _search(p, order, 2 * target, SEARCH_STEPS)
+            if start is None:
+                proven = False                 # gave up: smaller counts not ruled out
+            elif start is not False:
+                best, found = high_water(p, start), start
+                break
+    coloring.optimal = proven
+    if found is None:
+        return False
+    coloring.start = found
+    return True
