@@ -16,8 +16,10 @@ The loop removes a node from simplify when it can; else it freezes one node; els
 spill candidate with the lowest ``spill_cost / max(degree x 0.8, 1)`` and pushes it on the stack
 anyway (optimistic, Briggs). Removing a node lowers its neighbours' degrees, which may make them
 trivially colorable. Then *select* pops the stack: each node takes the lowest free placement its
-shape allows (class and alignment), preferring among free placements one whose bank (register
-index mod 32) differs from the banks of its soft bank-conflict partners (SPEC 4.2). A node that
+shape allows (class and alignment), preferring among free placements those inside its preferred
+registers (callee-saved ones for values live across calls, SPEC section 7) and then one whose
+bank (register index mod 32) differs from the banks of its soft bank-conflict partners
+(SPEC 4.2). A node that
 finds no free placement is an actual spill. Nodes fixed by the calling convention keep their
 placement and are never removed.
 
@@ -156,6 +158,11 @@ def color(p: Problem, factor: float = COALESCE_FACTOR) -> Coloring:
         if not free:
             result.spilled.append(n)
             continue
+        want = p.prefer.get(n)
+        if want:
+            inside = [(s, mask) for s, mask in free if mask & want == mask]
+            if inside:
+                free = inside
         choice = free[0][0]
         partners = 0
         for v in p.members[n]:

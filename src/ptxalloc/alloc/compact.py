@@ -128,7 +128,7 @@ SEARCH_STEPS = 20000
 SEARCH_MAX_NODES = 600
 
 
-def compact(p: Problem, coloring: Coloring, lower_bound: int = 0) -> bool:
+def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None) -> bool:
     """Recolor ``coloring`` in place when that lowers the register count; returns whether it
     did. Three program-order greedy colorings are tried — lowest fit, best fit for narrow
     values, and wide values first — and the one using fewest registers wins. If that is still
@@ -136,9 +136,14 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0) -> bool:
     tries each register count from the lower bound up. ``coloring.optimal`` records whether
     the final count is proven minimal for this interference graph: it equals the lower bound,
     or the search showed every smaller count impossible (alignment can make MaxLive
-    unreachable)."""
+    unreachable). ``penalty(start)`` (the number of values a coloring must save around calls)
+    may not grow."""
     if coloring.spilled:
         return False
+    limit = penalty(coloring.start) if penalty is not None else None
+
+    def acceptable(start: dict[int, int]) -> bool:
+        return limit is None or penalty(start) <= limit
     best = high_water(p, coloring.start)
     order = _program_order(p)
     wide_first = sorted(order, key=lambda n: -p.shape[n].units)      # stable: keeps order
@@ -147,7 +152,7 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0) -> bool:
         start = _greedy(p, nodes, best_fit)
         if start is not None:
             hw = high_water(p, start)
-            if hw < best:
+            if hw < best and acceptable(start):
                 best, found = hw, start
     proven = best <= lower_bound
     if not proven and len(order) <= SEARCH_MAX_NODES:
@@ -157,7 +162,8 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0) -> bool:
             if start is None:
                 proven = False                 # gave up: smaller counts not ruled out
             elif start is not False:
-                best, found = high_water(p, start), start
+                if acceptable(start):
+                    best, found = high_water(p, start), start
                 break
     coloring.optimal = proven
     if found is None:

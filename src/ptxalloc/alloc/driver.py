@@ -1,7 +1,10 @@
-"""Allocation rounds for one function (seed 002 "Iteration Counts"; SPEC 4.6, sections 5 and 8).
+"""Allocation rounds for one function (seed 002 "Iteration Counts"; SPEC 4.6, sections 5, 7
+and 8).
 
-    legalize tuples -> [ analyse -> build the problem -> coalesce -> color
-                         -> spill and rewrite while actual spills remain ] -> assign
+    legalize tuples -> bind the calling convention
+    -> [ analyse -> build the problem -> coalesce -> color
+         -> spill and rewrite while actual spills remain ] -> compact the colors
+    -> caller saves around calls, callee-saved prologue/epilogues
     -> drop redundant spill code -> assign spill slots -> write physical PTX
 
 Each round analyses the function as the previous round left it. A node the allocator could not
@@ -11,8 +14,9 @@ one cannot be placed, the cheapest spillable neighbours that block one of its pl
 spilled instead. A budget that one instruction alone exceeds is refused up front with an error
 naming the instruction.
 
-The allocator itself is pluggable: ``briggs`` (:mod:`briggs`, seeds 000-002) here, ``fatpoint``
-(seed 004) in its own module; both see the program only through :class:`Problem`.
+The allocator itself is pluggable: ``briggs`` (:mod:`briggs`, seeds 000-002) here, others in
+their own modules; every allocator sees the program only through :class:`Problem` and returns a
+:class:`Coloring`.
 """
 
 from __future__ import annotations
@@ -23,26 +27,27 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..analysis import analyze_function
+from ..analysis.liveness import Liveness
+from ..analysis.tuples import find_tuples
 from ..errors import AllocationError
+from ..ir.build import width_bytes
 from ..ir.cfg import CFG
-from ..ir.instruction import Instruction, Removed
 from ..ir.module import Function
-from ..ir.operands import Mem
 from ..ir.registers import RegClass
+from ..spill.lazy import remove_redundant_spill_code
+from ..spill.remat import COMPUTE_COST, remat_candidates
+from ..spill.rewrite import SpillState, rewrite_spills
+from ..spill.slots import LOAD_KINDS, STORE_KINDS, assign_slots
+from ..target.abi import Convention
 from ..target.sm import SMProfile
 from ..target.units import GPR, PRED, RegFile, vreg_shape
-from ..util import gc_paused
-from . import output
+from ..util import bits, gc_paused
+from . import convention, output
 from .briggs import Coloring, color
 from .coalesce import COALESCE_FACTOR, coalesce
 from .compact import compact
 from .legalize import legalize_tuples
 from .problem import Problem
-from ..spill.lazy import remove_redundant_spill_code
-from ..spill.remat import COMPUTE_COST, remat_candidates
-from ..spill.rewrite import SpillState, rewrite_spills
-from ..spill.slots import assign_slots
-from ..analysis.tuples import find_tuples
 
 MAX_ROUNDS = 40
 SPILL_ARRAY = "__ptxalloc_spill"
@@ -58,7 +63,7 @@ class Options:
 
 @dataclass
 class FunctionResult:
-    """What allocating one function produced; ``report()`` is the JSON row of the issue."""
+    """What allocating one function produced; ``report()`` is its row of the JSON report."""
 
     name: str
     allocator: str
@@ -77,8 +82,8 @@ class FunctionResult:
     verified: bool | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     text: str = ""
-    function: Function | None = None          # the allocated function (physical registers)
-    names: list[str] = field(default_factory=list)
+    function: Function | None = None          # the allocated function
+    names: list[str] = field(default_factory=list)   # register id -> physical name
     notes: list[str] = field(default_factory=list)
     extra: dict[str, object] = field(default_factory=dict)
 
@@ -118,9 +123,8 @@ def _pack(shapes: list, regfile: RegFile) -> bool:
 def check_feasible(fn: Function, regfile: RegFile, pinned: set[int]) -> None:
     """Refuse a budget that one instruction's operands alone exceed (SPEC section 2)."""
     regs = fn.regs
-    info = find_tuples(fn)
     group_shape = {}
-    for g in info.groups:
+    for g in find_tuples(fn).groups:
         for v, _ in g.members:
             group_shape[v] = (id(g), g.shape)
     for ins in fn.instructions():
@@ -146,39 +150,64 @@ def check_feasible(fn: Function, regfile: RegFile, pinned: set[int]) -> None:
                     f"({len(shapes)} operand(s)), more than the budget of {regfile.k} allows")
 
 
-def _relieve(problem: Problem, coloring: Coloring, node: int) -> set[int]:
+def _spillable(problem: Problem, node: int, unspillable: set[int]) -> list[int]:
+    """The members of a node that may be spilled: not spill temporaries, not bound to a
+    convention register (coalescing may have merged such registers with ordinary values)."""
+    return [v for v in problem.members[node] if v not in unspillable]
+
+
+def _relieve(problem: Problem, coloring: Coloring, node: int,
+             unspillable: set[int]) -> set[int]:
     """Registers to spill so that the unspillable ``node`` finds a placement: the cheapest set
-    of spillable colored neighbours that block one placement."""
+    of spillable members of colored neighbours that block one placement."""
     start = coloring.start
+    costs = problem.analysis.costs
     best = None
-    for s, mask in problem.regfile.placements(problem.shape[node]):
+    neighbours = bits(problem.adj[node])
+    for _, mask in problem.regfile.placements(problem.shape[node]):
         cost = 0.0
-        blockers = []
-        ok = True
-        from ..util import bits
-        for m in bits(problem.adj[node]):
+        chosen: list[int] = []
+        for m in neighbours:
             sm = start.get(m)
-            if sm is None:
+            if sm is None or not (((1 << problem.shape[m].units) - 1) << sm) & mask:
                 continue
-            mm = ((1 << problem.shape[m].units) - 1) << sm
-            if mm & mask:
-                if math.isinf(problem.cost[m]) or m in problem.fixed:
-                    ok = False
-                    break
-                cost += problem.cost[m]
-                blockers.append(m)
-        if ok and (best is None or cost < best[0]):
-            best = (cost, blockers)
-    if best is None:
-        return set()
-    out: set[int] = set()
-    for m in best[1]:
-        out.update(problem.members[m])
-    return out
+            members = _spillable(problem, m, unspillable)
+            if not members:
+                break
+            cost += sum(costs[v] for v in members)
+            chosen.extend(members)
+        else:
+            if best is None or cost < best[0]:
+                best = (cost, chosen)
+    return set(best[1]) if best else set()
+
+
+def _stuck_message(fn: Function, problem: Problem, node: int, budget: int) -> str:
+    v = problem.members[node][0]
+    for ins in fn.instructions():
+        if v in ins.defs or v in ins.uses:
+            return (f"{fn.filename}:{ins.line}: function '{fn.name}': cannot allocate "
+                    f"'{ins.render(fn.regs.names.__getitem__)}' within {budget} registers: its "
+                    f"operands and the values that must stay live across it do not fit")
+    return f"function '{fn.name}': cannot allocate within {budget} registers"
+
+
+def _callee_saved_preference(analysis, conv: Convention, info) -> dict[int, int]:
+    """Values live across a call prefer the callee-saved registers (no save around calls)."""
+    if info.leaf or not len(conv.callee_saved):
+        return {}
+    mask = conv.callee_saved_units()
+    across = 0
+    for live in convention.live_across_calls(analysis.cfg, analysis.liveness).values():
+        across |= live
+    return {v: mask for v in bits(across)}
 
 
 def allocate_function(fn: Function, sm: SMProfile, budget: int,
-                      options: Options | None = None) -> FunctionResult:
+                      options: Options | None = None,
+                      module_decls: list[str] | None = None) -> FunctionResult:
+    """Allocate one function to ``budget`` registers; ``module_decls`` are the module-level
+    declaration texts (for the sizes of ``.param`` symbols declared there)."""
     options = options or Options()
     if options.allocator not in ALLOCATORS:
         raise AllocationError(f"unknown allocator '{options.allocator}' "
@@ -194,12 +223,14 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
     with gc_paused():
         t = time.perf_counter()
         result = FunctionResult(fn.name, options.allocator, budget)
-        regfile = RegFile(budget)
+        conv = Convention(budget)
         pinned = {p.vid for p in fn.params + fn.returns if p.space == "reg" and p.vid >= 0}
         origin_of = {v: v for v in range(len(fn.regs))}
         work = fn.copy()
         result.moves = sum(1 for ins in fn.instructions() if ins.is_copy)
         legalize_tuples(work, origin_of)
+        info = convention.prepare(work, conv, module_decls or [], origin_of)
+        regfile = RegFile(budget, reserved=convention.callee_saved_reserved(conv, info, work))
         check_feasible(work, regfile, pinned)
         state = SpillState(SPILL_ARRAY, origin_of)
         t = tick("legalize", t)
@@ -209,68 +240,102 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
             if result.rounds > MAX_ROUNDS:
                 raise AllocationError(f"function '{fn.name}': allocation did not converge in "
                                       f"{MAX_ROUNDS} rounds at budget {budget}")
-            instrs = work.instructions()
-            remat = remat_candidates(work, instrs)
-            remat = {v: d for v, d in remat.items() if v not in pinned}
+            remat = {v: d for v, d in remat_candidates(work, work.instructions()).items()
+                     if v not in pinned and v not in info.precolored}
             analysis = analyze_function(work, sm, {v: COMPUTE_COST for v in remat},
                                         state.no_spill | pinned)
             if first_max_live is None:
                 first_max_live = analysis.pressure.max_live
-            problem = Problem(analysis, regfile, pinned=pinned)
+            if info.active:
+                convention.cost_factors(analysis, conv, info)
+            problem = Problem(analysis, regfile, info.precolored, pinned,
+                              prefer=_callee_saved_preference(analysis, conv, info))
             t = tick("analysis", t)
-            cstats = coalesce(problem, options.coalesce_factor)
+            coalesce(problem, options.coalesce_factor)
             t = tick("coalesce", t)
             coloring = allocator(problem, options)
             t = tick("color", t)
             if not coloring.spilled:
                 if options.compact:
-                    compact(problem, coloring, analysis.pressure.max_live)
+                    compact(problem, coloring, analysis.pressure.max_live,
+                            penalty=_caller_save_penalty(analysis, conv, problem, info))
                 break
             to_spill: set[int] = set()
+            unspillable = state.no_spill | set(info.precolored) | pinned
             for node in coloring.spilled:
-                if math.isinf(problem.cost[node]):
-                    relief = _relieve(problem, coloring, node)
-                    if not relief:
+                members = _spillable(problem, node, unspillable)
+                if not members:
+                    members = _relieve(problem, coloring, node, unspillable)
+                    if not members:
                         raise AllocationError(_stuck_message(work, problem, node, budget))
-                    to_spill |= relief
-                else:
-                    to_spill.update(problem.members[node])
+                to_spill.update(members)
             work = rewrite_spills(work, to_spill, remat, state)
             t = tick("spill", t)
         result.max_live = first_max_live or 0
-        del cstats
-        _finish(fn, work, problem, coloring, state, result, sm, budget, options, pinned)
+        _finish(fn, work, problem, coloring, state, result, sm, budget, options, pinned,
+                conv, info, analysis)
         tick("output", t)
     result.seconds = seconds
     return result
 
 
-def _stuck_message(fn: Function, problem: Problem, node: int, budget: int) -> str:
-    v = problem.members[node][0]
-    for ins in fn.instructions():
-        if v in ins.defs or v in ins.uses:
-            return (f"{fn.filename}:{ins.line}: function '{fn.name}': cannot allocate "
-                    f"'{ins.render(fn.regs.names.__getitem__)}' within {budget} registers: its "
-                    f"operands and the values that must stay live across it do not fit")
-    return f"function '{fn.name}': cannot allocate within {budget} registers"
+def _caller_save_penalty(analysis, conv: Convention, problem: Problem, info):
+    """How many (call, value) pairs a coloring would have to save around calls: compaction
+    must not make it worse."""
+    if info.leaf:
+        return None
+    across = list(convention.live_across_calls(analysis.cfg, analysis.liveness).values())
+    caller = conv.caller_saved_units()
+
+    def penalty(start: dict[int, int]) -> int:
+        count = 0
+        for live in across:
+            for v in bits(live):
+                n = problem.find(v)
+                s = start.get(n)
+                if s is None or problem.shape[n].file != GPR:
+                    continue
+                if (((1 << problem.shape[n].units) - 1) << (s + problem.offset[v])) & caller:
+                    count += 1
+        return count
+    return penalty
 
 
 def _finish(original: Function, work: Function, problem: Problem, coloring: Coloring,
             state: SpillState, result: FunctionResult, sm: SMProfile, budget: int,
-            options: Options, pinned: set[int]) -> None:
+            options: Options, pinned: set[int], conv: Convention, info, analysis) -> None:
     regs = work.regs
     start: dict[int, int] = {}
+    shapes: dict[int, object] = {}
     for node, members in problem.members.items():
         s = coloring.start[node]
         for v in members:
             start[v] = s + problem.offset[v]
+            shapes[v] = vreg_shape(regs.classes[v], regs.vec[v])
+    used_units = 0
+    for v, s in start.items():
+        if shapes[v].file == GPR:
+            used_units |= ((1 << shapes[v].units) - 1) << s
+    clobbers: dict[int, int] = {}
+    if info.active:
+        convention.insert_call_saves(work, analysis.cfg, analysis.liveness, start, shapes,
+                                     conv, info, state)
+        extra: dict[int, int] = {}
+        convention.insert_callee_saves(work, used_units, conv, info, state, extra)
+        for v, s in extra.items():
+            start[v] = s
+            shapes[v] = vreg_shape(regs.classes[v], regs.vec[v])
     mask_of: dict[int, int] = {}
     for v, s in start.items():
-        shape = vreg_shape(regs.classes[v], regs.vec[v])
-        m = ((1 << shape.units) - 1) << s
-        mask_of[v] = m if shape.file == GPR else m << 1024     # predicates: a file apart
+        m = ((1 << shapes[v].units) - 1) << s
+        mask_of[v] = m if shapes[v].file == GPR else m << 1024     # predicates: a file apart
     cfg = CFG(work)
-    redundant = remove_redundant_spill_code(cfg, mask_of)
+    if not info.leaf:
+        caller = conv.caller_saved_units()
+        for ins in cfg.instrs:
+            if convention._is_call(ins):
+                clobbers[id(ins)] = caller
+    redundant = remove_redundant_spill_code(cfg, mask_of, clobbers)
     if redundant:
         work.body = [s for s in work.body if id(s) not in redundant]
         cfg = CFG(work)
@@ -279,18 +344,27 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
     names = list(regs.names)
     for v, s in start.items():
         names[v] = output.physical_name(regs, v, s, stem)
-    removed_copies = set()
+    removed_copies = set()          # original copies whose ends share a register
+    dropped = set()                 # inserted copies whose ends share a register
     for ins in cfg.instrs:
-        if ins.is_copy and ins.origin is None and names[ins.defs[0]] == names[ins.uses[0]]:
-            removed_copies.add(id(ins))
+        if ins.is_copy and names[ins.defs[0]] == names[ins.uses[0]]:
+            (removed_copies if ins.origin is None else dropped).add(id(ins))
+    if dropped:
+        work.body = [s for s in work.body if id(s) not in dropped]
+        cfg = CFG(work)
     used_names = set()
+    stores = loads = 0
     for ins in cfg.instrs:
-        if id(ins) in removed_copies:
-            continue
-        for v in ins.defs + ins.uses:
-            if v not in pinned and v in start:
-                used_names.add(names[v])
-        output.annotate(ins, regs, original.regs)
+        if id(ins) not in removed_copies:
+            for v in ins.defs + ins.uses:
+                if v not in pinned and v in start:
+                    used_names.add(names[v])
+        output.annotate(ins, original.regs)
+        o = ins.origin
+        if o and o[0] in STORE_KINDS:
+            stores += width_bytes(regs, ins.uses[0])
+        elif o and o[0] in LOAD_KINDS:
+            loads += width_bytes(regs, ins.defs[0])
     # the high-water marks cover whole placements (a tuple's sink members included)
     gprs = [-1]
     preds = [-1]
@@ -300,18 +374,12 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
             preds.append(s)
         else:
             gprs.append((s + shape.units - 1) // 2)
-    stores = loads = 0
-    for ins in cfg.instrs:
-        o = ins.origin
-        if o and o[0] == "spill":
-            stores += _width(regs, ins.uses[0])
-        elif o and o[0] == "reload":
-            loads += _width(regs, ins.defs[0])
     header = (f"//@ptxalloc allocator={options.allocator} budget={budget} arch={sm.name} "
-              f"stem={stem}" + (f" spill={SPILL_ARRAY} frame={frame}" if frame else ""))
+              f"stem={stem}" + (f" spill={SPILL_ARRAY} frame={frame}" if frame else "")
+              + (" abi=1" if info.active else "") + (" leaf=1" if info.leaf else ""))
     array_decl = f".local .align 16 .b8 {SPILL_ARRAY}[{frame}];" if frame else None
     out = work.copy()
-    out.body = output.build_body(work, names, header, output.declarations(used_names, stem),
+    out.body = output.build_body(work, header, output.declarations(used_names, stem),
                                  array_decl, removed_copies)
     result.function = out
     result.names = names
@@ -324,12 +392,18 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
     result.rematerialized = len(state.rematerialized)
     result.moves_coalesced = len(removed_copies)
     result.extra["registers_optimal"] = coloring.optimal
+    if info.active:
+        result.extra["convention"] = info.report()
+        result.notes.append(_convention_note(conv, info))
 
 
-def _width(regs, v: int) -> int:
-    from ..ir.build import width_bytes
-    return width_bytes(regs, v)
-
-
-__all__ = ["allocate_function", "FunctionResult", "Options", "ALLOCATORS", "Removed", "Mem",
-           "Instruction"]
+def _convention_note(conv: Convention, info) -> str:
+    cs = conv.callee_saved
+    clip = ("" if len(cs) == len(range(24, 31)) else
+            f" (budget {conv.k}: {'no' if not len(cs) else f'only R{cs.start}-R{cs.stop - 1}'}"
+            f" callee-saved registers; values live across calls are saved around them)")
+    used = ", ".join(f"R{r}" for r in info.callee_saved_used) or "none"
+    return (f"calling convention: {'leaf' if info.leaf else 'non-leaf'}, {info.calls} call(s), "
+            f"{info.tail_calls} tail call(s), {info.values_across_calls} value(s) live across "
+            f"calls, callee-saved used: {used}, {info.save_restore_bytes} bytes saved and "
+            f"restored{clip}")

@@ -82,17 +82,21 @@ def declarations(names: set[str], stem: str) -> list[str]:
     return out
 
 
-def annotate(ins: Instruction, regs: RegTable, original: RegTable) -> None:
-    """Set the ``//@`` comment of an inserted instruction from its origin."""
+def annotate(ins: Instruction, original: RegTable) -> None:
+    """Set the ``//@`` comment of an inserted instruction from its origin: the kind and the
+    original value (``%r12#37``), or the register for a callee-saved save/restore."""
     o = ins.origin
     if not o:
+        return
+    if o[0] in ("csave", "crestore"):
+        ins.comment = f"//@{o[0]} R{o[1]}"
         return
     value = o[1]
     ins.comment = f"//@{o[0]} {original.names[value]}#{value}"
 
 
-def build_body(fn: Function, names: list[str], header: str, decls: list[str],
-               array_decl: str | None, removed_copies: set[int]) -> list:
+def build_body(fn: Function, header: str, decls: list[str], array_decl: str | None,
+               removed_copies: set[int]) -> list:
     """The statements of the allocated function."""
     body: list = [Raw(COMMENT, header)]
     body.extend(Raw(REG_DECL, d) for d in decls)

@@ -26,7 +26,8 @@ from ..util import bits
 
 class Problem:
     def __init__(self, analysis: FunctionAnalysis, regfile: RegFile,
-                 precolored: dict[int, int] | None = None, pinned: set[int] = frozenset()):
+                 precolored: dict[int, int] | None = None, pinned: set[int] = frozenset(),
+                 prefer: dict[int, int] | None = None):
         fn = analysis.fn
         regs = fn.regs
         n = len(regs)
@@ -92,6 +93,12 @@ class Problem:
                 continue
             w = cfg.blocks[cfg.block_of[iid]].freq
             self.moves.append((w, d, s, iid))
+        # soft preferences: units a node would rather occupy (callee-saved registers for values
+        # live across calls)
+        self.prefer: dict[int, int] = {}
+        for v, mask in (prefer or {}).items():
+            if v not in self.pinned:
+                self.prefer[self.find(v)] = mask
         self.placements = {leader: regfile.count(self.shape[leader]) for leader in self.members}
         self.wdeg = {leader: self.weighted_degree(leader) for leader in self.members}
 

@@ -590,6 +590,19 @@ _HEADER_DIRECTIVES = frozenset((
     "shared", "const", "local"))
 
 
+def parse_param_declaration(text: str) -> Param | None:
+    """A ``.param`` declaration statement (``.param .align 8 .b8 param0[16];``) as a
+    :class:`Param`, or None when the text is not one."""
+    t = text.strip().rstrip(";")
+    if not t.startswith(".param"):
+        return None
+    try:
+        params = _parse_params(_Source(t, "<decl>"), t, 0, False)
+    except PtxSyntaxError:
+        return None
+    return params[0] if len(params) == 1 else None
+
+
 def _find_header_end(src: _Source, pos: int) -> tuple[int, str]:
     """Position of the '{' or ';' ending a function header (outside parentheses, comments and
     strings). A ';' followed by the body's '{' ends a ``.pragma "...";`` inside the header

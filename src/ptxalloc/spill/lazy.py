@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ..ir.cfg import CFG
 from ..ir.instruction import Instruction
+from .slots import LOAD_KINDS, STORE_KINDS
 
 
 def remove_redundant_spill_code(cfg: CFG, mask_of: dict[int, int],
@@ -29,7 +30,7 @@ def remove_redundant_spill_code(cfg: CFG, mask_of: dict[int, int],
 
     def transfer(ins: Instruction, avail: frozenset | set, redundant: set | None):
         o = ins.origin
-        if o and o[0] == "reload":
+        if o and o[0] in LOAD_KINDS:
             r = mask_of[ins.defs[0]]
             pair = (r, o[2])
             if pair in avail:
@@ -39,7 +40,7 @@ def remove_redundant_spill_code(cfg: CFG, mask_of: dict[int, int],
             avail = {p for p in avail if not p[0] & r}
             avail.add(pair)
             return avail
-        if o and o[0] == "spill":
+        if o and o[0] in STORE_KINDS:
             r = mask_of[ins.uses[0]]
             pair = (r, o[2])
             if pair in avail:

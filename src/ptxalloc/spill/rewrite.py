@@ -16,7 +16,7 @@ Two other ways out:
   ordinary value and may itself be spilled in a later round.
 
 Stores and reloads address the function's ``.local`` spill array; their ``origin`` is
-``(kind, value, slot key)`` — the slot key is the spilled register's id — and their offsets are
+``(kind, value, slot key)`` — the slot key is ``("value", id)`` of the spilled register — and their offsets are
 filled in once every slot is known (:mod:`slots`).
 """
 
@@ -38,7 +38,7 @@ class SpillState:
     array: str                                            # the .local spill array's name
     origin_of: dict[int, int] = field(default_factory=dict)   # register -> original value
     no_spill: set[int] = field(default_factory=set)       # spill temporaries
-    slot_size: dict[int, int] = field(default_factory=dict)       # slot key -> bytes
+    slot_size: dict[tuple, int] = field(default_factory=dict)     # slot key -> bytes
     pred_home: dict[int, int] = field(default_factory=dict)       # predicate -> its GPR
     spilled_values: set[int] = field(default_factory=set)         # original values spilled
     rematerialized: set[int] = field(default_factory=set)
@@ -60,7 +60,7 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
             origin_of[b] = origin_of.get(v, v)
             state.pred_home[v] = b
         else:
-            state.slot_size[v] = build.width_bytes(regs, v)
+            state.slot_size[("value", v)] = build.width_bytes(regs, v)
 
     body = []
     for s in out.body:
@@ -114,7 +114,7 @@ def _restore(regs, v: int, t: int, remat: dict[int, Instruction], state: SpillSt
         ins.origin = ("preload", value)
         return ins
     ins = build.spill_reload(regs, t, state.array, line)
-    ins.origin = ("reload", value, v)
+    ins.origin = ("reload", value, ("value", v))
     return ins
 
 
@@ -125,5 +125,5 @@ def _save(regs, v: int, t: int, state: SpillState, line: int) -> Instruction:
         ins.origin = ("pspill", value)
         return ins
     ins = build.spill_store(regs, t, state.array, line)
-    ins.origin = ("spill", value, v)
+    ins.origin = ("spill", value, ("value", v))
     return ins

@@ -15,6 +15,10 @@ from ..ir.operands import Mem, Sym
 from ..util import bits
 
 MAX_FRAME = 64 * 1024
+#: origins of the memory accesses to slots: spills and reloads, saves around calls, and the
+#: callee-saved prologue/epilogue
+STORE_KINDS = frozenset(("spill", "save", "csave"))
+LOAD_KINDS = frozenset(("reload", "restore", "crestore"))
 
 
 def _slot_liveness(cfg: CFG, key_index: dict[int, int]):
@@ -28,10 +32,10 @@ def _slot_liveness(cfg: CFG, key_index: dict[int, int]):
         ev = []
         for ins in b.instrs:
             o = ins.origin
-            if o and o[0] in ("reload", "spill"):
+            if o and (o[0] in STORE_KINDS or o[0] in LOAD_KINDS):
                 i = key_index[o[2]]
                 bit = 1 << i
-                if o[0] == "reload":
+                if o[0] in LOAD_KINDS:
                     if not k & bit:
                         g |= bit
                     ev.append((ins, i, False))
@@ -63,7 +67,7 @@ def _slot_liveness(cfg: CFG, key_index: dict[int, int]):
 def assign_slots(cfg: CFG, sizes: dict[int, int], array: str) -> int:
     """Give every slot key an offset, patch the stores and reloads, and return the frame
     size in bytes."""
-    keys = sorted(sizes)
+    keys = sorted(sizes, key=repr)
     if not keys:
         return 0
     key_index = {k: i for i, k in enumerate(keys)}

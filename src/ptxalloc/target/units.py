@@ -81,9 +81,10 @@ def vreg_shape(rclass: RegClass, vec: int) -> Shape:
 class RegFile:
     """The allocatable units for a budget of K 32-bit registers (1 <= K <= 255)."""
 
-    def __init__(self, k: int, pred_regs: int = PRED_REGS):
+    def __init__(self, k: int, pred_regs: int = PRED_REGS, reserved: int = 0):
         self.k = k
         self.pred_regs = pred_regs
+        self.reserved = reserved            # GPR units never allocated (R31, ...)
         self._placements: dict[Shape, list[tuple[int, int]]] = {}
 
     def size(self, shape: Shape) -> int:
@@ -94,8 +95,10 @@ class RegFile:
         got = self._placements.get(shape)
         if got is None:
             full = (1 << shape.units) - 1
+            reserved = self.reserved if shape.file == GPR else 0
             got = [(s, full << s) for s in range(0, self.size(shape) - shape.units + 1,
-                                                   shape.align)]
+                                                   shape.align)
+                   if not (full << s) & reserved]
             self._placements[shape] = got
         return got
 
