@@ -13,7 +13,10 @@ def gc_paused() -> Iterator[None]:
 
     Parsing and analysing allocate hundreds of thousands of small acyclic objects; the cyclic
     collector would only walk them again and again (it costs a third of the run time on the
-    largest corpus files). Reference counting still frees everything as usual.
+    largest corpus files). On the way out the objects that survived are moved to the
+    collector's permanent generation (``gc.freeze``), so that the first collection afterwards
+    does not walk them all either. Reference counting still frees everything as usual; ptxalloc
+    builds no reference cycles.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -21,6 +24,7 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            gc.freeze()
             gc.enable()
 
 

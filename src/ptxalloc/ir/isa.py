@@ -83,7 +83,7 @@ value between the instruction and its wait, even where their own value's live ra
 from __future__ import annotations
 
 from .instruction import DEF, NONE, USE, USEDEF, Instruction
-from .operands import Args, Imm, Mem, Pair, Reg, Sink, Vec
+from .operands import Args, Imm, Mem, Pair, Reg, Sink, Sym, Vec
 from .registers import RegClass, RegTable
 
 #: Base opcodes (text before the first '.') of every PTX 9.0 instruction, plus the deprecated
@@ -125,15 +125,28 @@ _CLASS_UNITS = {RegClass.H16: 1, RegClass.GPR32: 2, RegClass.GPR64: 4, RegClass.
 _ROLES: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
-def _first_operand_defines(instr: Instruction, op, base: str) -> bool:
-    opc = instr.opcode
+def _opcode_may_define(opc: str, base: str) -> bool:
+    """Whether the opcode defines its first operand when that operand is a register."""
     if base in _NO_DEF_BASES:
         return False
     if base in ("bar", "barrier"):
         return ".red" in opc
-    if opc.startswith(_FIRST_IS_USE):
-        return False
-    return type(op) in (Reg, Vec, Pair, Sink)
+    return not opc.startswith(_FIRST_IS_USE)
+
+
+_DESTINATION_TYPES = (Reg, Vec, Pair, Sink)
+#: opcode -> (base, known, may define its first operand); filled on first sight
+_OPCODES: dict[str, tuple[str, bool, bool]] = {}
+
+
+def _opcode_facts(opc: str) -> tuple[str, bool, bool]:
+    facts = _OPCODES.get(opc)
+    if facts is None:
+        dot = opc.find(".")
+        base = opc if dot < 0 else opc[:dot]
+        facts = (base, base in KNOWN_BASES, _opcode_may_define(opc, base))
+        _OPCODES[opc] = facts
+    return facts
 
 
 def _wgmma_reads_accumulator(instr: Instruction) -> bool:
@@ -162,13 +175,48 @@ def _call_roles(instr: Instruction) -> tuple[int, ...]:
     return tuple(roles)
 
 
+def _simple_roles(instr: Instruction, ops: list, first: int, roles: tuple) -> bool:
+    """The common case of ``Instruction.set_roles``, done inline for speed: a plain register,
+    immediate or symbol destination and plain register, immediate, symbol or ``[reg+off]``
+    sources. Returns False, having set nothing, for anything else."""
+    op = ops[0]
+    t = type(op)
+    if t is Reg:
+        if op.comp:
+            return False
+        defs: tuple = (op.v,) if first & DEF else ()
+        uses = [op.v] if first & USE else []
+    elif t is Imm or t is Sym:
+        defs = ()
+        uses = []
+    elif t is Mem and not op.rest:
+        defs = ()
+        uses = [op.base.v] if type(op.base) is Reg else []
+    else:
+        return False
+    for op in ops[1:]:
+        t = type(op)
+        if t is Reg:
+            uses.append(op.v)
+        elif t is Mem and not op.rest:
+            if type(op.base) is Reg:
+                uses.append(op.base.v)
+        elif t is not Imm and t is not Sym:
+            return False
+    if instr.guard >= 0:
+        uses.append(instr.guard)
+    instr.roles = roles
+    instr.defs = defs
+    instr.uses = tuple(uses) if len(uses) < 2 else tuple(dict.fromkeys(uses))
+    return True
+
+
 def classify(instr: Instruction, regs: RegTable) -> None:
     """Give every operand of ``instr`` its role and derive ``defs``/``uses``/``is_copy``."""
     ops = instr.ops
     opc = instr.opcode
-    dot = opc.find(".")
-    base = opc if dot < 0 else opc[:dot]
-    if base not in KNOWN_BASES:
+    base, known, may_define = _opcode_facts(opc)
+    if not known:
         instr.known = False
         instr.set_roles(tuple(USEDEF if type(op) is not Mem else USE for op in ops))
         return
@@ -179,7 +227,7 @@ def classify(instr: Instruction, regs: RegTable) -> None:
     if not ops:
         instr.set_roles(())
         return
-    first = DEF if _first_operand_defines(instr, ops[0], base) else USE
+    first = DEF if may_define and type(ops[0]) in _DESTINATION_TYPES else USE
     n_defs = 1
     if first == DEF and base == "wgmma" and _wgmma_reads_accumulator(instr):
         first = USEDEF
@@ -189,7 +237,8 @@ def classify(instr: Instruction, regs: RegTable) -> None:
     roles = _ROLES.get(key)
     if roles is None:
         roles = _ROLES[key] = (first,) * n_defs + (USE,) * (len(ops) - n_defs)
-    instr.set_roles(roles)
+    if n_defs != 1 or not _simple_roles(instr, ops, first, roles):
+        instr.set_roles(roles)
     if (base == "mov" and len(ops) == 2 and instr.guard < 0 and type(ops[0]) is Reg
             and type(ops[1]) is Reg and not ops[0].comp and not ops[1].comp):
         d, s = ops[0].v, ops[1].v

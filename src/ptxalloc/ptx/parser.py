@@ -195,6 +195,7 @@ class _FunctionParser:
         self.names: dict[str, list] = {}
         self.scopes: list[list[tuple[str, list | None]]] = [[]]
         self.reg_cache: list[Reg] = []
+        self.constants: dict[str, Imm | Sym] = {}       # immediates and symbols by text
         self.symbols = symbols
         self.unresolved: list[tuple[str, int]] = []
         self.branches: list[tuple[str, str | None, int]] = []   # (bra|brx, target, position)
@@ -205,7 +206,8 @@ class _FunctionParser:
         rclass = class_of_type(ptype)
         if rclass is None:
             raise self.src.error(f"'{ptype}' is not a register type", pos, ptype)
-        self.scopes[-1].append((name, self.names.get(name)))
+        if len(self.scopes) > 1:                # the function's own scope is never undone
+            self.scopes[-1].append((name, self.names.get(name)))
         self.names[name] = [ptype, rclass, vec, line, -1]
 
     def reg_decl(self, text: str, pos: int, line: int) -> None:
@@ -264,6 +266,15 @@ class _FunctionParser:
             if vid < 0:
                 vid = self.materialize(tok, e)
             return self.reg_cache[vid]
+        got = self.constants.get(tok)
+        if got is not None:
+            return got
+        op = self._operand(tok, pos)
+        if type(op) is Imm or type(op) is Sym:
+            self.constants[tok] = op            # immutable: share one object per text
+        return op
+
+    def _operand(self, tok: str, pos: int):
         if not tok:
             raise self.src.error("empty operand", pos)
         c = tok[0]
@@ -346,8 +357,10 @@ class _FunctionParser:
             guard = self.materialize(gname, e)
         parts = s.split(None, 1)
         opcode = parts[0]
-        if not _OPCODE.match(opcode):
-            raise self.src.error(f"cannot parse statement '{s[:60]}'", pos)
+        if opcode not in self.opcodes_seen:
+            if not _OPCODE.match(opcode):
+                raise self.src.error(f"cannot parse statement '{s[:60]}'", pos)
+            self.opcodes_seen.add(opcode)
         if len(parts) > 1:
             rest = parts[1]
             if "[" in rest or "{" in rest or "(" in rest:
@@ -370,6 +383,7 @@ class _FunctionParser:
         return instr
 
     in_call = False
+    opcodes_seen: set[str] = set()      # shared: opcodes already checked against _OPCODE
 
     def statement(self, s: str, pos: int, line: int, loc) -> None:
         """A statement without its ';': a directive, or an instruction possibly preceded by a
@@ -408,6 +422,9 @@ class _FunctionParser:
         text = self.src.text
         n = len(text)
         body = self.fn.body
+        names = self.names
+        scopes = self.scopes
+        instruction = self.instruction
         token = _BODY_TOKEN.match
         pos = start
         line = self.src.line_of(pos)
@@ -432,14 +449,20 @@ class _FunctionParser:
                 s = s[:-1]
                 if c == "." and s.startswith(".reg") and "<" not in s and "," not in s:
                     words = s.split()
-                    if (len(words) == 3 and words[2][0] != "."
-                            and class_of_type(words[1]) is not None and words[1][0] == "."):
-                        self.declare(words[2], words[1], 0, line, pos)
-                        body.append(Raw(REG_DECL, " ".join(words) + ";", line))
+                    rclass = class_of_type(words[1]) if len(words) == 3 else None
+                    if rclass is not None and words[1][0] == "." and words[2][0] != ".":
+                        name = words[2]
+                        if len(scopes) > 1:         # the function's own scope is never undone
+                            scopes[-1].append((name, names.get(name)))
+                        names[name] = [words[1], rclass, 0, line, -1]
+                        body.append(Raw(REG_DECL, s + ";", line))
                         pos = nl + 1
                         line += 1
                         continue
-                self.statement(s, pos, line, loc)
+                if c != "." and ":" not in s and s:
+                    body.append(instruction(s, pos, line, loc))
+                else:
+                    self.statement(s, pos, line, loc)
                 pos = nl + 1
                 line += 1
                 continue
