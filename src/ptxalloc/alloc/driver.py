@@ -14,9 +14,12 @@ one cannot be placed, the cheapest spillable neighbours that block one of its pl
 spilled instead. A budget that one instruction alone exceeds is refused up front with an error
 naming the instruction.
 
-The allocator itself is pluggable: ``briggs`` (:mod:`briggs`, seeds 000-002) here, others in
-their own modules; every allocator sees the program only through :class:`Problem` and returns a
-:class:`Coloring`.
+The allocator itself is pluggable: ``briggs`` (:mod:`briggs`, seeds 000-002) here, ``fatpoint``
+(:mod:`fatpoint`, seed 004) in its own modules; every allocator sees the program only through
+:class:`Problem` and returns a :class:`Coloring`. A registry entry is either a plain function,
+called once per round, or a :class:`~session.Session` class, opened once per function, which
+may also move spill slots once they are laid out and add notes and fields to the report
+(:mod:`session`).
 """
 
 from __future__ import annotations
@@ -46,8 +49,10 @@ from . import convention, output
 from .briggs import Coloring, color
 from .coalesce import COALESCE_FACTOR, coalesce
 from .compact import compact
+from .fatpoint import FatpointSession
 from .legalize import legalize_tuples
 from .problem import Problem
+from .session import Session, open_session
 
 MAX_ROUNDS = 40
 SPILL_ARRAY = "__ptxalloc_spill"
@@ -104,7 +109,8 @@ def _briggs(problem: Problem, options: Options) -> Coloring:
     return color(problem, options.coalesce_factor)
 
 
-ALLOCATORS: dict[str, Allocator] = {"briggs": _briggs}
+ALLOCATORS: dict[str, Allocator | type[Session]] = {"briggs": _briggs,
+                                                    "fatpoint": FatpointSession}
 
 
 def _pack(shapes: list, regfile: RegFile) -> bool:
@@ -212,7 +218,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
     if options.allocator not in ALLOCATORS:
         raise AllocationError(f"unknown allocator '{options.allocator}' "
                               f"(known: {', '.join(sorted(ALLOCATORS))})")
-    allocator = ALLOCATORS[options.allocator]
+    entry = ALLOCATORS[options.allocator]
     seconds: dict[str, float] = {}
 
     def tick(phase: str, t0: float) -> float:
@@ -226,6 +232,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         conv = Convention(budget)
         pinned = {p.vid for p in fn.params + fn.returns if p.space == "reg" and p.vid >= 0}
         origin_of = {v: v for v in range(len(fn.regs))}
+        session = open_session(entry, fn, budget, options)
         work = fn.copy()
         result.moves = sum(1 for ins in fn.instructions() if ins.is_copy)
         legalize_tuples(work, origin_of)
@@ -253,7 +260,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
             t = tick("analysis", t)
             coalesce(problem, options.coalesce_factor)
             t = tick("coalesce", t)
-            coloring = allocator(problem, options)
+            coloring = session.color(problem, options)
             t = tick("color", t)
             if not coloring.spilled:
                 if options.compact:
@@ -273,7 +280,8 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
             t = tick("spill", t)
         result.max_live = first_max_live or 0
         _finish(fn, work, problem, coloring, state, result, sm, budget, options, pinned,
-                conv, info, analysis)
+                conv, info, analysis, session)
+        session.finish(result)
         tick("output", t)
     result.seconds = seconds
     return result
@@ -303,7 +311,8 @@ def _caller_save_penalty(analysis, conv: Convention, problem: Problem, info):
 
 def _finish(original: Function, work: Function, problem: Problem, coloring: Coloring,
             state: SpillState, result: FunctionResult, sm: SMProfile, budget: int,
-            options: Options, pinned: set[int], conv: Convention, info, analysis) -> None:
+            options: Options, pinned: set[int], conv: Convention, info, analysis,
+            session: Session) -> None:
     regs = work.regs
     start: dict[int, int] = {}
     shapes: dict[int, object] = {}
@@ -339,7 +348,7 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
     if redundant:
         work.body = [s for s in work.body if id(s) not in redundant]
         cfg = CFG(work)
-    frame = assign_slots(cfg, state.slot_size, SPILL_ARRAY)
+    frame = session.slots(cfg, assign_slots(cfg, state.slot_size, SPILL_ARRAY))
     stem = output.choose_stem(original)
     names = list(regs.names)
     for v, s in start.items():

@@ -1,0 +1,113 @@
+"""The fat-point allocator's knobs, by their ptxas names (seed 004 "Key Knobs", "Budget Pressure
+Model"; SPEC section 6).
+
+ptxas reads 87 OCG knobs (indices 613-699) for register allocation; ptxalloc exposes the ones
+its fat-point allocator models, under the names and defaults the seed gives:
+
+========================================  =====  ========  =====================================
+name                                      index  default   role
+========================================  =====  ========  =====================================
+RegAllocThresholdForDiscardConflicts        684        50  a slot with more conflicts is skipped
+RegAllocNumNonSpillTrials                   639         2  SPILL retries after the NOSPILL try
+RegTgtMaxThreads                              -       119  budget model: max threads breakpoint
+RegTgtPressureThreshold                       -       160  budget model: pressure breakpoint
+RegTgtCoeffA                                  -       0.2  budget fraction below the threshold
+RegTgtCoeffB                                  -       1.0  budget fraction at the top
+RegTgtCoeffC                                  -       0.3  linear occupancy model: y at minimum
+========================================  =====  ========  =====================================
+
+Two decisions (docs/decisions.md, "Fat-point allocator"):
+
+* The seed gives no default for ``RegAllocNumNonSpillTrials``; 2 keeps a failed round to at most
+  three fat-point passes (one NOSPILL attempt and two SPILL retries, the second one register
+  lower), which measured as good as larger values on the corpus at a fraction of the time.
+* The budget model's five values are "knob-overridable" in the seed (allocator state +1624 ...
+  +1648) but their knob names are not given. ptxalloc names them in the seed's ``RegTgt*``
+  family; these five names are ptxalloc's, not NVIDIA's.
+
+``--knob NAME=VALUE`` (repeatable) sets one; a name not in the table is a usage error that lists
+the known ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UsageError
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    index: int | None          # the ptxas knob index, where the seed gives one
+    default: float
+    integer: bool
+    minimum: float
+    doc: str
+
+
+KNOBS: dict[str, Knob] = {k.name: k for k in (
+    Knob("RegAllocThresholdForDiscardConflicts", 684, 50, True, 0,
+         "slots with more interference conflicts than this are skipped by the fat-point scan"),
+    Knob("RegAllocNumNonSpillTrials", 639, 2, True, 0,
+         "SPILL retries (spill guidance, target-minus-one descent) after a failed NOSPILL try"),
+    Knob("RegTgtMaxThreads", None, 119, True, 1,
+         "budget model: the max-threads breakpoint of the piecewise-linear fraction"),
+    Knob("RegTgtPressureThreshold", None, 160, True, 1,
+         "budget model: the pressure breakpoint where the fraction starts to rise"),
+    Knob("RegTgtCoeffA", None, 0.2, False, 0, "budget model: fraction up to the threshold"),
+    Knob("RegTgtCoeffB", None, 1.0, False, 0, "budget model: fraction at the top of the file"),
+    Knob("RegTgtCoeffC", None, 0.3, False, 0,
+         "budget model: the linear occupancy model's value at the lowest occupancy"),
+)}
+
+
+def _unknown(name: str) -> UsageError:
+    return UsageError(f"unknown knob '{name}' (known: {', '.join(KNOBS)})")
+
+
+def parse_knob(text: str) -> tuple[str, float]:
+    """``NAME=VALUE`` as given to ``--knob``."""
+    name, eq, value = text.partition("=")
+    name = name.strip()
+    if not eq or not name:
+        raise UsageError(f"--knob takes NAME=VALUE, not '{text}'")
+    if name not in KNOBS:
+        raise _unknown(name)
+    return name, _value(KNOBS[name], value.strip())
+
+
+def _value(knob: Knob, value) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"knob {knob.name} takes a number, not '{value}'") from None
+    if v != v or v in (float("inf"), float("-inf")):
+        raise UsageError(f"knob {knob.name} takes a finite number, not '{value}'")
+    if knob.integer:
+        if v != int(v):
+            raise UsageError(f"knob {knob.name} takes a whole number, not '{value}'")
+        v = int(v)
+    if v < knob.minimum:
+        raise UsageError(f"knob {knob.name} must be at least {knob.minimum:g}, not '{value}'")
+    return v
+
+
+def parse_knobs(texts: list[str] | None) -> dict[str, float]:
+    """Every ``--knob NAME=VALUE``; a later one overrides an earlier one."""
+    out: dict[str, float] = {}
+    for t in texts or ():
+        name, v = parse_knob(t)
+        out[name] = v
+    return out
+
+
+def resolve(knobs: dict[str, float] | None) -> dict[str, float]:
+    """The full knob table: the defaults with ``knobs`` applied (checked, so that the API gives
+    the same errors as the command line)."""
+    out = {name: k.default for name, k in KNOBS.items()}
+    for name, v in (knobs or {}).items():
+        if name not in KNOBS:
+            raise _unknown(name)
+        out[name] = _value(KNOBS[name], v)
+    return out
