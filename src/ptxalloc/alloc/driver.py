@@ -46,6 +46,7 @@ from ..target.sm import SMProfile
 from ..target.units import GPR, PRED, RegFile, vreg_shape
 from ..util import bits, gc_paused
 from . import convention, output
+from .asynchrony import bind_async_waits
 from .briggs import Coloring, color
 from .coalesce import COALESCE_FACTOR, coalesce
 from .compact import compact
@@ -236,10 +237,12 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         work = fn.copy()
         result.moves = sum(1 for ins in fn.instructions() if ins.is_copy)
         legalize_tuples(work, origin_of)
+        in_flight = bind_async_waits(work)
         info = convention.prepare(work, conv, module_decls or [], origin_of)
         regfile = RegFile(budget, reserved=convention.callee_saved_reserved(conv, info, work))
         check_feasible(work, regfile, pinned)
         state = SpillState(SPILL_ARRAY, origin_of)
+        state.no_spill |= in_flight
         t = tick("legalize", t)
         first_max_live = None
         while True:

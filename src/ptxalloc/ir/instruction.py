@@ -21,7 +21,7 @@ NONE, DEF, USE, USEDEF = 0, 1, 2, 3
 
 class Instruction:
     __slots__ = ("opcode", "guard", "guard_neg", "ops", "roles", "defs", "uses", "line", "loc",
-                 "comment", "origin", "is_copy", "known")
+                 "comment", "origin", "is_copy", "known", "implicit_uses")
 
     def __init__(self, opcode: str, ops: list[Operand], guard: int = -1, guard_neg: bool = False,
                  line: int = 0, loc=None, comment: str = ""):
@@ -38,6 +38,7 @@ class Instruction:
         self.uses: tuple[int, ...] = ()
         self.is_copy = False
         self.known = True
+        self.implicit_uses: tuple[int, ...] = ()
 
     @property
     def base(self) -> str:
@@ -79,6 +80,7 @@ class Instruction:
                         uses.append(r.v)
         if self.guard >= 0:
             uses.append(self.guard)
+        uses.extend(self.implicit_uses)
         self.defs = tuple(defs) if len(defs) < 2 else tuple(dict.fromkeys(defs))
         self.uses = tuple(uses) if len(uses) < 2 else tuple(dict.fromkeys(uses))
 
@@ -105,6 +107,7 @@ class Instruction:
                           self.guard_neg, self.line, self.loc, self.comment)
         new.origin = self.origin
         new.known = self.known
+        new.implicit_uses = self.implicit_uses
         new.set_roles(self.roles)
         new.is_copy = self.is_copy
         return new
