@@ -1,9 +1,8 @@
 """Conservative coalescing (seed 000 phase 3; seed 002 "Coalescing Algorithms"; SPEC 4.3).
 
 A copy ``mov d, s`` is removed by merging its two ends into one node when they do not
-interfere, have the same shape (class-compatible moves only; register tuples are not merged),
-are not both fixed to different registers, and the merge cannot make the graph harder to
-color, by either of two tests:
+interfere, have the same shape (class-compatible moves only), are not both fixed to different
+registers, and the merge cannot make the graph harder to color, by either of two tests:
 
 * Briggs: the merged node has fewer significant neighbours than it has placements;
 * George: every significant neighbour of one end already interferes with the other end.
@@ -13,13 +12,18 @@ magic constant 0xCCCCCCCCCCCCCCCD — reaches its number of placements (K for 32
 The factor is a knob (``coalesce_factor``; 1.0 is the textbook conservative test). The pass
 runs over all moves, hottest first, until a round merges nothing, at most 10 rounds
 (``MAX_COALESCE_ITERATIONS``); nodes merge in a union-find.
+
+A copy between a member of a register tuple (an ``ld.v4`` result, an ``mma`` fragment) and a
+scalar may merge the scalar *into* the tuple, on the member's units, when the scalar interferes
+with no member placed there; the same two tests decide, on the tuple's node. Two tuples are not
+merged.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..target.units import blocking_weight
+from ..target.units import blocking_weight, vreg_shape
 from ..util import bits
 from .problem import Problem
 
@@ -66,6 +70,45 @@ def _george(p: Problem, a: int, b: int, factor: float) -> bool:
     return True
 
 
+def _into_tuple(p: Problem, d: int, s: int) -> tuple[int, int, int] | None:
+    """For a copy between a register tuple's member and a scalar node: (tuple node, scalar
+    node, unit offset of that member), when the scalar could share the member's units — same
+    shape, no interference with any member placed on those units, neither fixed."""
+    a, b = p.find(d), p.find(s)
+    if p.is_group[a] == p.is_group[b]:
+        return None
+    group, scalar, member = (a, b, d) if p.is_group[a] else (b, a, s)
+    if group in p.fixed or scalar in p.fixed:
+        return None
+    shape = p.shape[scalar]
+    regs = p.analysis.fn.regs
+    if shape != vreg_shape(regs.classes[member], regs.vec[member]):
+        return None
+    at = p.offset[member]
+    if at % shape.align:
+        return None
+    interferes = p.analysis.graph.interferes
+    for y in p.members[group]:
+        sy = vreg_shape(regs.classes[y], regs.vec[y])
+        if p.offset[y] < at + shape.units and at < p.offset[y] + sy.units:
+            for x in p.members[scalar]:
+                if interferes(x, y):
+                    return None
+    return group, scalar, at
+
+
+def _briggs_tuple(p: Problem, group: int, scalar: int, factor: float) -> bool:
+    shape = p.shape[group]
+    total = 0
+    limit = p.placements[group]
+    for m in bits((p.adj[group] | p.adj[scalar]) & ~(1 << group)):
+        if _significant(p, m, factor):
+            total += blocking_weight(shape, p.shape[m])
+            if total >= limit:
+                return False
+    return True
+
+
 def coalesce(p: Problem, factor: float = COALESCE_FACTOR,
              max_rounds: int = MAX_COALESCE_ITERATIONS) -> CoalesceStats:
     stats = CoalesceStats(moves=len(p.moves))
@@ -79,6 +122,16 @@ def coalesce(p: Problem, factor: float = COALESCE_FACTOR,
             _, d, s, _ = move
             a, b = p.find(d), p.find(s)
             if a == b:
+                continue
+            target = _into_tuple(p, d, s)
+            if target is not None:
+                group, scalar, at = target
+                if _briggs_tuple(p, group, scalar, factor) or \
+                        _george(p, scalar, group, factor):
+                    p.merge(group, scalar, at)
+                    changed = True
+                else:
+                    still.append(move)
                 continue
             if (p.interferes(a, b) or p.shape[a] != p.shape[b] or p.is_group[a]
                     or p.is_group[b] or (a in p.fixed and b in p.fixed

@@ -46,10 +46,22 @@ def _program_order(p: Problem) -> list[int]:
     return sorted(nodes, key=lambda n: (first.get(n, -1), n))
 
 
-def _greedy(p: Problem, order: list[int], best_fit: bool) -> dict[int, int] | None:
-    """Lowest-free-placement coloring in ``order``; with ``best_fit`` a value narrower than a
-    pair prefers a free placement inside a pair that is already partly used, so that free
-    pairs stay whole."""
+def _move_partners(p: Problem) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for _, d, s, _ in p.moves:
+        a, b = p.find(d), p.find(s)
+        if a != b and p.shape[a] == p.shape[b] and not p.interferes(a, b):
+            out.setdefault(a, []).append(b)
+            out.setdefault(b, []).append(a)
+    return out
+
+
+def _greedy(p: Problem, order: list[int], best_fit: bool,
+            partners: dict[int, list[int]]) -> dict[int, int] | None:
+    """Lowest-free-placement coloring in ``order``. A node first tries the placement of a
+    copy partner already colored (so the copy disappears); with ``best_fit`` a value narrower
+    than a pair prefers a free placement inside a pair that is already partly used, so that
+    free pairs stay whole."""
     start: dict[int, int] = dict(p.fixed)
     shape = p.shape
     adj = p.adj
@@ -62,6 +74,14 @@ def _greedy(p: Problem, order: list[int], best_fit: bool) -> dict[int, int] | No
                 forbidden |= ((1 << shape[m].units) - 1) << sm
         sh = shape[n]
         choice = None
+        for m in partners.get(n, ()):
+            sm = start.get(m)
+            if sm is not None and not (((1 << sh.units) - 1) << sm) & forbidden:
+                choice = sm
+                break
+        if choice is not None:
+            start[n] = choice
+            continue
         for s, mask in regfile.placements(sh):
             if mask & forbidden:
                 continue
@@ -128,7 +148,8 @@ SEARCH_STEPS = 20000
 SEARCH_MAX_NODES = 600
 
 
-def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None) -> bool:
+def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
+            to_beat: tuple[int, int | None] | None = None) -> bool:
     """Recolor ``coloring`` in place when that lowers the register count; returns whether it
     did. Three program-order greedy colorings are tried — lowest fit, best fit for narrow
     values, and wide values first — and the one using fewest registers wins. If that is still
@@ -137,19 +158,24 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None) 
     the final count is proven minimal for this interference graph: it equals the lower bound,
     or the search showed every smaller count impossible (alignment can make MaxLive
     unreachable). ``penalty(start)`` (the number of values a coloring must save around calls)
-    may not grow."""
+    may not grow. With ``to_beat`` = (registers, penalty) the coloring is built afresh and
+    kept only if it beats those figures."""
     if coloring.spilled:
         return False
-    limit = penalty(coloring.start) if penalty is not None else None
+    if to_beat is None:
+        best = high_water(p, coloring.start)
+        limit = penalty(coloring.start) if penalty is not None else None
+    else:
+        best, limit = to_beat
 
     def acceptable(start: dict[int, int]) -> bool:
-        return limit is None or penalty(start) <= limit
-    best = high_water(p, coloring.start)
+        return limit is None or penalty is None or penalty(start) <= limit
     order = _program_order(p)
     wide_first = sorted(order, key=lambda n: -p.shape[n].units)      # stable: keeps order
     found = None
+    partners = _move_partners(p)
     for nodes, best_fit in ((order, False), (order, True), (wide_first, True)):
-        start = _greedy(p, nodes, best_fit)
+        start = _greedy(p, nodes, best_fit, partners)
         if start is not None:
             hw = high_water(p, start)
             if hw < best and acceptable(start):

@@ -49,7 +49,7 @@ from . import convention, output
 from .asynchrony import bind_async_waits
 from .briggs import Coloring, color
 from .coalesce import COALESCE_FACTOR, coalesce
-from .compact import compact
+from .compact import compact, high_water
 from .fatpoint import FatpointSession
 from .legalize import legalize_tuples
 from .problem import Problem
@@ -267,8 +267,8 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
             t = tick("color", t)
             if not coloring.spilled:
                 if options.compact:
-                    compact(problem, coloring, analysis.pressure.max_live,
-                            penalty=_caller_save_penalty(analysis, conv, problem, info))
+                    problem, coloring = _compacted(problem, coloring, analysis, regfile, conv,
+                                                   info, pinned)
                 break
             to_spill: set[int] = set()
             unspillable = state.no_spill | set(info.precolored) | pinned
@@ -288,6 +288,25 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         tick("output", t)
     result.seconds = seconds
     return result
+
+
+def _compacted(problem: Problem, coloring: Coloring, analysis, regfile: RegFile,
+               conv: Convention, info, pinned: set[int]) -> tuple[Problem, Coloring]:
+    """Compaction (:mod:`compact`) of the final coloring; when it stays above MaxLive, also of
+    the same graph before coalescing (merging copies can lengthen live ranges and cost a
+    register), keeping whichever uses fewer registers (the coalesced one on a tie)."""
+    bound = analysis.pressure.max_live
+    penalty = _caller_save_penalty(analysis, conv, problem, info)
+    compact(problem, coloring, bound, penalty=penalty)
+    registers = high_water(problem, coloring.start)
+    if coloring.optimal or registers <= bound:
+        return problem, coloring
+    plain = Problem(analysis, regfile, info.precolored, pinned, prefer=problem.prefer_by_reg)
+    fresh = Coloring()
+    if compact(plain, fresh, bound, penalty=_caller_save_penalty(analysis, conv, plain, info),
+               to_beat=(registers, penalty(coloring.start) if penalty else None)):
+        return plain, fresh
+    return problem, coloring
 
 
 def _caller_save_penalty(analysis, conv: Convention, problem: Problem, info):

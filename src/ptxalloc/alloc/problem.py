@@ -96,6 +96,7 @@ class Problem:
         # soft preferences: units a node would rather occupy (callee-saved registers for values
         # live across calls)
         self.prefer: dict[int, int] = {}
+        self.prefer_by_reg = dict(prefer or {})
         for v, mask in (prefer or {}).items():
             if v not in self.pinned:
                 self.prefer[self.find(v)] = mask
@@ -127,22 +128,31 @@ class Problem:
     def interferes(self, a: int, b: int) -> bool:
         return bool(self.adj[a] >> b & 1)
 
-    def merge(self, keep: int, gone: int) -> None:
-        """Coalesce node ``gone`` into ``keep`` (same shape, not interfering)."""
+    def merge(self, keep: int, gone: int, at: int = 0) -> None:
+        """Coalesce node ``gone`` into ``keep``: same shape and not interfering, or — ``at``
+        units from the start of a register tuple ``keep`` — a scalar that does not interfere
+        with the tuple members it would share units with."""
         adj = self.adj
         shape = self.shape[keep]
+        keep_bit = 1 << keep
         common = adj[keep] & adj[gone]
-        for m in bits(adj[gone]):
+        neighbours = bits(adj[gone] & ~keep_bit)
+        for m in neighbours:
             am = adj[m] & ~(1 << gone)
-            am |= 1 << keep
+            am |= keep_bit
             adj[m] = am
             if common >> m & 1:
                 # m loses one neighbour
                 self.wdeg[m] -= blocking_weight(self.shape[m], shape)
-        adj[keep] |= adj[gone]
+            elif at or self.shape[gone] != shape:
+                self.wdeg[m] = self.weighted_degree(m)
+        adj[keep] = (adj[keep] | adj[gone]) & ~keep_bit & ~(1 << gone)
         del adj[gone]
         self.parent[gone] = keep
-        self.members[keep].extend(self.members.pop(gone))
+        gone_members = self.members.pop(gone)
+        for v in gone_members:
+            self.offset[v] += at
+        self.members[keep].extend(gone_members)
         c1, c2 = self.cost[keep], self.cost[gone]
         self.cost[keep] = c1 + c2 if not (math.isinf(c1) or math.isinf(c2)) else math.inf
         if gone in self.fixed:
@@ -150,6 +160,8 @@ class Problem:
         del self.wdeg[gone]
         del self.placements[gone]
         self.wdeg[keep] = self.weighted_degree(keep)
+        if gone in self.prefer and keep not in self.prefer:
+            self.prefer[keep] = self.prefer.pop(gone)
 
     def is_pred(self, node: int) -> bool:
         return self.analysis.fn.regs.classes[node] == RegClass.PRED

@@ -1,0 +1,100 @@
+"""End-to-end ``allocate`` time per corpus file next to ptxas's wall time on the same file in
+the same run, at K = 15 and K = 255 (issue: the CICC allocator end to end), with the figures of
+the allocations: functions allocated or refused, spill bytes, moves coalesced, and at K = 255
+how often the registers used equal MaxLive (the lower bound).
+
+"End to end" is what ``ptxalloc allocate`` does after the interpreter has started: parse,
+allocate every function, emit, and check every allocation with the independent checker.
+Python's own start-up (about 40 ms) is measured once and printed apart.
+
+Targets: median ratio at most 1.0; registers equal to MaxLive on at least 95 % of functions at
+K = 255.
+
+    python3 bench/allocate.py [--budgets 15,255] [--allocator briggs] [--no-verify] [--files N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+
+from common import corpus_root, manifest, median, ptxas_seconds
+
+from ptxalloc.errors import AllocationError
+from ptxalloc.pipeline import allocate_module
+from ptxalloc.ptx import parse_file
+
+
+def run(path: str, budget: int, allocator: str, verify: bool):
+    t = time.perf_counter()
+    module = parse_file(path)
+    try:
+        result = allocate_module(module, budget, allocator, verify=verify)
+    except AllocationError:
+        result = None
+    return time.perf_counter() - t, result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--budgets", default="15,255")
+    ap.add_argument("--allocator", default="briggs")
+    ap.add_argument("--no-verify", action="store_true")
+    ap.add_argument("--files", type=int, default=0, help="only the first N files")
+    ap.add_argument("--per-file", action="store_true", help="print a row per file")
+    a = ap.parse_args()
+    root = corpus_root()
+    files = [f for f in manifest() if f["ptxas"]["ok"]]
+    if a.files:
+        files = files[:a.files]
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import ptxalloc.cli"], check=True)
+    startup = time.perf_counter() - t
+    print(f"python start-up + import of ptxalloc: {1000 * startup:.0f} ms (not in the ratios)")
+    px = {f["path"]: ptxas_seconds(str(root / f["path"]), f["ptxas_arch"], repeat=1)
+          for f in files}
+    for budget in (int(b) for b in a.budgets.split(",")):
+        ratios = []
+        ours_total = theirs_total = 0.0
+        funcs = refused_files = spill = moves = coalesced = at_bound = below = optimal = 0
+        verified = 0
+        for f in files:
+            secs, result = run(str(root / f["path"]), budget, a.allocator, not a.no_verify)
+            theirs = px[f["path"]]
+            if result is None:
+                refused_files += 1
+                continue
+            ours_total += secs
+            if theirs:
+                theirs_total += theirs
+                ratios.append(secs / theirs)
+            for fr in result.functions:
+                funcs += 1
+                spill += fr.spill_stores_bytes + fr.spill_loads_bytes
+                moves += fr.moves
+                coalesced += fr.moves_coalesced
+                at_bound += fr.registers == fr.max_live
+                below += fr.registers <= fr.max_live
+                optimal += bool(fr.extra.get("registers_optimal"))
+                verified += fr.verified is True
+            if a.per_file:
+                print(f"  K={budget:<3} {f['path']:<80} {secs:7.3f} s  ptxas "
+                      f"{theirs if theirs else float('nan'):7.3f} s")
+        print(f"\nK = {budget} ({a.allocator}): {len(files) - refused_files} files allocated, "
+              f"{refused_files} refused (an instruction needs more than {budget} registers)")
+        print(f"  functions {funcs}, verified {verified}, spill bytes (stores+loads) {spill}, "
+              f"moves coalesced {coalesced} of {moves}")
+        print(f"  time: ptxalloc {ours_total:.1f} s, ptxas {theirs_total:.1f} s; per-file ratio "
+              f"median {median(ratios):.2f}, mean {sum(ratios) / max(len(ratios), 1):.2f}, "
+              f"files at most 1.0: {sum(r <= 1.0 for r in ratios)} of {len(ratios)}")
+        if funcs:
+            print(f"  registers == MaxLive: {at_bound} ({100 * at_bound / funcs:.1f} %), "
+                  f"<= MaxLive: {below} ({100 * below / funcs:.1f} %), register count proven "
+                  f"minimal for the final graph: {optimal} ({100 * optimal / funcs:.1f} %)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
