@@ -78,6 +78,23 @@ def _budget(text: str | None, allow_auto: bool = False) -> int | str | None:
     return k
 
 
+def _convention_figures(module, fn, sm, budget: int) -> dict | None:
+    """The calling-convention figures of a function at a budget: they depend on the allocation
+    (which registers values live across calls get), so the function is allocated to find them.
+    None for a leaf kernel, or when the budget is impossible for the function."""
+    from .alloc.driver import allocate_function
+    from .errors import AllocationError
+    from .ir.instruction import Raw
+
+    try:
+        result = allocate_function(fn, sm, budget, module_decls=[
+            it.text for it in module.items if type(it) is Raw])
+    except AllocationError:
+        return None
+    conv = result.extra.get("convention")
+    return dict(conv, budget=budget) if conv else None
+
+
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from .analysis import analyze_function
     from .ptx import parse_file
@@ -87,7 +104,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     budget = _budget(args.registers)
     module = parse_file(args.file)
     sm = profile_for(args.arch, module.sm)
-    rows = [function_row(analyze_function(fn, sm), sm, budget)
+    rows = [function_row(analyze_function(fn, sm), sm, budget,
+                         convention=_convention_figures(module, fn, sm, budget or 15))
             for fn in _select(module, args.function)]
     if args.json:
         print(json.dumps({"functions": rows}, indent=2))

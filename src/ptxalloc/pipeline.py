@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from .alloc.driver import FunctionResult, Options, allocate_function
 from .errors import UsageError
+from .ir.instruction import Raw
 from .ir.module import Module
 from .ptx import emit_function, emit_module
 from .ptx.parser import parse
@@ -36,8 +37,9 @@ def allocate_module(module: Module, registers: int = 15, allocator: str = "brigg
             raise UsageError(f"{module.filename}: no function named '{function}'")
     results = []
     texts = {}
+    decls = [it.text for it in module.items if type(it) is Raw]
     for fn in fns:
-        res = allocate_function(fn, sm, registers, options)
+        res = allocate_function(fn, sm, registers, options, decls)
         res.text = emit_function(res.function, res.names.__getitem__)
         texts[fn.name] = res.text
         results.append(res)

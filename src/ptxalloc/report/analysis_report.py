@@ -9,7 +9,8 @@ from ..target.occupancy import block_size, occupancy
 from ..target.sm import SMProfile
 
 
-def function_row(a: FunctionAnalysis, sm: SMProfile, budget: int | None, top: int = 5) -> dict:
+def function_row(a: FunctionAnalysis, sm: SMProfile, budget: int | None, top: int = 5,
+                 convention: dict | None = None) -> dict:
     fn = a.fn
     p = a.pressure
     cfg = a.cfg
@@ -43,6 +44,7 @@ def function_row(a: FunctionAnalysis, sm: SMProfile, budget: int | None, top: in
                        for i in p.top_points(top)],
         "occupancy": occ,
         "unknown_opcodes": sorted({ins.opcode for ins in cfg.instrs if not ins.known}),
+        "convention": convention,
     }
 
 
@@ -89,6 +91,14 @@ def format_text(rows: list[dict], sm: SMProfile, path: str, max_values: int = 12
             out.append(f"    ... and {len(pk['values']) - max_values} more")
         pts = ", ".join(f"line {t['line']} ({t['registers']:g})" for t in r["top_points"])
         out.append(f"  top pressure points: {pts}")
+        c = r.get("convention")
+        if c:
+            used = ", ".join(c["callee_saved_used"]) or "none"
+            out.append(f"  calling convention at budget {c['budget']}: "
+                       f"{'leaf' if c['leaf'] else 'non-leaf'}, {c['calls']} call(s), "
+                       f"{c['tail_calls']} tail call(s), {c['values_live_across_calls']} value(s) "
+                       f"live across calls, callee-saved used: {used}, "
+                       f"{c['save_restore_bytes']} bytes saved/restored")
         if r["unknown_opcodes"]:
             out.append(f"  unknown opcodes (every operand treated as used and defined): "
                        f"{', '.join(r['unknown_opcodes'])}")
