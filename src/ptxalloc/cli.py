@@ -143,6 +143,16 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_verify(args: argparse.Namespace) -> int:
+    """``verify ORIGINAL.ptx ALLOCATED.ptx``: exit 0 when every allocated function is proven,
+    1 when the checker refutes one (the error is printed), 2 on unusable input."""
+    from .verify import verify_files
+
+    for proof in verify_files(args.original, args.allocated):
+        print(proof.summary())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ptxalloc",
                                  description="A register allocator for NVIDIA PTX.")
@@ -177,6 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-verify", action="store_true",
                    help="skip the independent checker")
     p.set_defaults(run=_cmd_allocate)
+
+    p = sub.add_parser("verify", help="prove an allocated PTX file against its original "
+                       "(exit 0 proven, 1 refuted, 2 unusable input)")
+    p.add_argument("original", metavar="ORIGINAL.ptx")
+    p.add_argument("allocated", metavar="ALLOCATED.ptx")
+    p.set_defaults(run=_cmd_verify)
     return ap
 
 

@@ -1,0 +1,92 @@
+"""Corpus proof (issue 5, SPEC section 9): every function of every corpus file ptxas accepts
+allocates at K = 15 and K = 255 — or is refused with an AllocationError naming the instruction
+(SPEC section 2: some budgets are impossible) — and the independent checker proves every
+allocation. The last test prints the counts and the checker's time as a fraction of the
+allocation time (target: under 20 %).
+
+Skipped where ``../shared/corpus`` is absent.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conftest import corpus_params, corpus_root
+from ptxalloc.errors import AllocationError
+from ptxalloc.ir.module import Function, Module
+from ptxalloc.pipeline import allocate_module
+from ptxalloc.ptx import parse_file
+from ptxalloc.verify import verify_module_text
+
+BUDGETS = (15, 255)
+
+#: budget -> counters, filled by the tests and printed by the last one
+STATS: dict[int, dict[str, float]] = {
+    k: {"files": 0, "functions": 0, "verified": 0, "refused": 0, "alloc_s": 0.0,
+        "verify_s": 0.0} for k in BUDGETS}
+
+
+def _without(module: Module, names: set[str]) -> Module:
+    """The module without the functions named (refused at this budget)."""
+    return Module([it for it in module.items
+                   if not (type(it) is Function and it.name in names)],
+                  module.filename, module.version, list(module.target), module.address_size)
+
+
+def prove_file(path: str, budget: int) -> dict:
+    """Allocate every function of a file at ``budget`` and prove the allocation; returns the
+    counts and the seconds spent allocating and verifying (the refusal search is not timed)."""
+    module = parse_file(path)
+    refused: set[str] = set()
+    t0 = time.perf_counter()
+    try:
+        result = allocate_module(module, budget, verify=False)
+        alloc_s = time.perf_counter() - t0
+    except AllocationError:
+        for fn in module.functions:
+            try:
+                allocate_module(module, budget, function=fn.name, verify=False)
+            except AllocationError:
+                refused.add(fn.name)
+        module = _without(module, refused)
+        t0 = time.perf_counter()
+        result = allocate_module(module, budget, verify=False)
+        alloc_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    verify_module_text(module, result.ptx, result.functions)
+    verify_s = time.perf_counter() - t0
+    unproven = [f.name for f in result.functions if f.verified is not True]
+    return {"functions": len(result.functions) + len(refused), "refused": len(refused),
+            "verified": len(result.functions) - len(unproven), "unproven": unproven,
+            "alloc_s": alloc_s, "verify_s": verify_s}
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("budget", BUDGETS)
+@pytest.mark.parametrize("entry", corpus_params())
+def test_corpus_allocations_verify(entry, budget):
+    got = prove_file(str(corpus_root() / entry["path"]), budget)
+    s = STATS[budget]
+    s["files"] += 1
+    for k in ("functions", "verified", "refused", "alloc_s", "verify_s"):
+        s[k] += got[k]
+    assert not got["unproven"], got["unproven"]
+
+
+@pytest.mark.corpus
+def test_zz_corpus_summary(capsys):
+    if corpus_root() is None:
+        pytest.skip("../shared/corpus is absent")
+    lines = []
+    for k, s in STATS.items():
+        if not s["files"]:
+            continue
+        frac = s["verify_s"] / s["alloc_s"] if s["alloc_s"] else 0.0
+        lines.append(f"K={k}: {s['files']} files, {s['functions']} functions: "
+                     f"{s['verified']} verified, {s['refused']} refused; allocation "
+                     f"{s['alloc_s']:.1f} s, checker {s['verify_s']:.1f} s "
+                     f"({100 * frac:.1f} % of allocation)")
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
