@@ -63,6 +63,9 @@ def color(p: Problem, factor: float = COALESCE_FACTOR) -> Coloring:
     fixed = p.fixed
     placements = p.placements
     active = {n: True for n in p.members if n not in fixed}
+    active_mask = 0
+    for n in active:
+        active_mask |= 1 << n
     # move-related nodes: ends of copies that were not merged
     move_partners: dict[int, set[int]] = {}
     for _, d, s, _ in p.moves:
@@ -98,16 +101,17 @@ def color(p: Problem, factor: float = COALESCE_FACTOR) -> Coloring:
         classify(n)
 
     def remove(n: int) -> None:
+        nonlocal active_mask
         active[n] = False
+        active_mask &= ~(1 << n)
         where[n] = "stack"
         result.stack.append(n)
         sn = shape[n]
-        for m in bits(adj[n]):
-            if active.get(m):
-                was = wdeg[m] < placements[m]
-                wdeg[m] -= blocking_weight(shape[m], sn)
-                if not was and wdeg[m] < placements[m] and where.get(m) == "spill":
-                    classify(m)
+        for m in bits(adj[n] & active_mask):
+            was = wdeg[m] < placements[m]
+            wdeg[m] -= blocking_weight(shape[m], sn)
+            if not was and wdeg[m] < placements[m] and where.get(m) == "spill":
+                classify(m)
         for m in move_partners.pop(n, ()):
             partners = move_partners.get(m)
             if partners is not None:
@@ -147,38 +151,51 @@ def color(p: Problem, factor: float = COALESCE_FACTOR) -> Coloring:
         start[n] = s
     regfile = p.regfile
     bank_adj = p.analysis.graph.bank_adj
+    # with at most 32 registers, two registers never share a bank: bank preferences matter
+    # only above that
+    banked = regfile.k > BANKS
+    colored = 0
+    for n in start:
+        colored |= 1 << n
     for n in reversed(result.stack):
-        sn = shape[n]
         forbidden = 0
-        for m in bits(adj[n]):
-            sm = start.get(m)
-            if sm is not None:
-                forbidden |= ((1 << shape[m].units) - 1) << sm
-        free = [(s, mask) for s, mask in regfile.placements(sn) if not mask & forbidden]
-        if not free:
+        for m in bits(adj[n] & colored):
+            forbidden |= ((1 << shape[m].units) - 1) << start[m]
+        want = p.prefer.get(n)
+        banks = _partner_banks(p, n, start, bank_adj) if banked else None
+        first_free = first_wanted = choice = None
+        for s, mask in regfile.placements(shape[n]):
+            if mask & forbidden:
+                continue
+            if first_free is None:
+                first_free = s
+            if want and mask & want != mask:
+                continue
+            if first_wanted is None:
+                first_wanted = s
+            if not banks or (s // 2) % BANKS not in banks:
+                choice = s
+                break
+        if choice is None:
+            choice = first_wanted if first_wanted is not None else first_free
+        if choice is None:
             result.spilled.append(n)
             continue
-        want = p.prefer.get(n)
-        if want:
-            inside = [(s, mask) for s, mask in free if mask & want == mask]
-            if inside:
-                free = inside
-        choice = free[0][0]
-        partners = 0
-        for v in p.members[n]:
-            partners |= bank_adj[v]
-        if partners and len(free) > 1:
-            banks = set()
-            for m in bits(partners):
-                lm = p.find(m)
-                sm = start.get(lm)
-                if sm is not None and lm != n:
-                    banks.add((sm + p.offset[m]) // 2 % BANKS)
-            if banks:
-                for s, _ in free:
-                    if (s // 2) % BANKS not in banks:
-                        choice = s
-                        break
         start[n] = choice
+        colored |= 1 << n
     return result
+
+
+def _partner_banks(p: Problem, n: int, start: dict[int, int], bank_adj: list[int]) -> set[int]:
+    """Banks of the colored soft bank-conflict partners of node ``n``."""
+    partners = 0
+    for v in p.members[n]:
+        partners |= bank_adj[v]
+    banks = set()
+    for m in bits(partners):
+        lm = p.find(m)
+        sm = start.get(lm)
+        if sm is not None and lm != n:
+            banks.add((sm + p.offset[m]) // 2 % BANKS)
+    return banks
 

@@ -144,8 +144,8 @@ def _search(p: Problem, order: list[int], limit_units: int,
         return None
 
 
-SEARCH_STEPS = 20000
-SEARCH_MAX_NODES = 600
+SEARCH_STEPS = 5000
+SEARCH_MAX_NODES = 400
 
 
 def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
@@ -182,15 +182,16 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
                 best, found = hw, start
     proven = best <= lower_bound
     if not proven and len(order) <= SEARCH_MAX_NODES:
-        proven = True
-        for target in range(max(lower_bound, 1), best):
-            start = _search(p, order, 2 * target, SEARCH_STEPS)
-            if start is None:
-                proven = False                 # gave up: smaller counts not ruled out
-            elif start is not False:
-                if acceptable(start):
-                    best, found = high_water(p, start), start
+        # one register fewer at a time: no coloring below L means none below any L' < L
+        while best > max(lower_bound, 1):
+            start = _search(p, order, 2 * (best - 1), SEARCH_STEPS)
+            if start is None or (start is not False and not acceptable(start)):
+                break                          # gave up: smaller counts not ruled out
+            if start is False:
+                proven = True
                 break
+            best, found = high_water(p, start), start
+        proven = proven or best <= lower_bound
     coloring.optimal = proven
     if found is None:
         return False

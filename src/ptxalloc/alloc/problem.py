@@ -101,6 +101,11 @@ class Problem:
             if v not in self.pinned:
                 self.prefer[self.find(v)] = mask
         self.placements = {leader: regfile.count(self.shape[leader]) for leader in self.members}
+        # nodes by shape, so that a weighted degree is a few popcounts, not a walk
+        self.shape_masks: dict[Shape, int] = {}
+        for leader in self.members:
+            sh = self.shape[leader]
+            self.shape_masks[sh] = self.shape_masks.get(sh, 0) | (1 << leader)
         self.wdeg = {leader: self.weighted_degree(leader) for leader in self.members}
 
     # -- union-find --
@@ -117,9 +122,12 @@ class Problem:
 
     def weighted_degree(self, node: int) -> int:
         shape = self.shape[node]
+        a = self.adj[node]
         total = 0
-        for m in bits(self.adj[node]):
-            total += blocking_weight(shape, self.shape[m])
+        for sh, mask in self.shape_masks.items():
+            common = a & mask
+            if common:
+                total += blocking_weight(shape, sh) * common.bit_count()
         return total
 
     def colorable(self, node: int) -> bool:
@@ -148,6 +156,7 @@ class Problem:
                 self.wdeg[m] = self.weighted_degree(m)
         adj[keep] = (adj[keep] | adj[gone]) & ~keep_bit & ~(1 << gone)
         del adj[gone]
+        self.shape_masks[self.shape[gone]] &= ~(1 << gone)
         self.parent[gone] = keep
         gone_members = self.members.pop(gone)
         for v in gone_members:

@@ -16,8 +16,8 @@ placements are exactly the 7 pairs R0:R1 ... R12:R13.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from ..ir.registers import RegClass
 
@@ -25,8 +25,10 @@ GPR, PRED = 0, 1
 PRED_REGS = 7
 
 
-@dataclass(frozen=True)
-class Shape:
+class Shape(NamedTuple):
+    """Consecutive units a value occupies in one file, and their alignment. A named tuple:
+    hashed and compared in C, for it is a dictionary key in the allocators' hot loops."""
+
     file: int        # GPR or PRED
     units: int       # consecutive units occupied
     align: int       # start unit must be a multiple of this
