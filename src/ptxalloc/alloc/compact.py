@@ -190,7 +190,10 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
             if start is False:
                 proven = True
                 break
-            best, found = high_water(p, start), start
+            hw = high_water(p, start)
+            if hw >= best:
+                break                          # no progress (precolored nodes sit higher)
+            best, found = hw, start
         proven = proven or best <= lower_bound
     coloring.optimal = proven
     if found is None:
