@@ -1,0 +1,148 @@
+"""Register compaction (issue 4; docs/decisions.md "Register compaction"): once nothing is
+spilled, the final graph is recolored to lower the high-water mark; on straight-line code in
+SSA form with 32-bit values that reaches MaxLive, the lower bound. It never changes a spill
+decision, never leaves the budget and keeps every interfering pair apart."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import DATA
+from ptxalloc.alloc.briggs import Coloring, color
+from ptxalloc.alloc.coalesce import coalesce
+from ptxalloc.alloc.compact import compact, high_water
+from ptxalloc.alloc.driver import Options
+from ptxalloc.alloc.problem import Problem
+from ptxalloc.analysis import analyze_function
+from ptxalloc.pipeline import allocate, allocate_module
+from ptxalloc.ptx import parse
+from ptxalloc.target.sm import profile_for
+from ptxalloc.target.units import RegFile
+
+HDR = (".version 7.0\n.target sm_80\n.address_size 64\n\n"
+       ".shared .align 4 .u32 sh[64];\n.global .align 4 .u32 gout[64];\n\n")
+
+
+def straight(n_live: int, waves: int = 3) -> str:
+    """Straight-line SSA code: ``waves`` times, load ``n_live`` values, then fold them into one
+    sum that is stored; MaxLive is n_live + 1 at most."""
+    body = []
+    r = 0
+    for w in range(waves):
+        first = r + 1
+        for i in range(n_live):
+            r += 1
+            body.append(f"\tld.shared.u32 %r{r}, [sh+{4 * i}];")
+        acc = first
+        for i in range(1, n_live):
+            r += 1
+            body.append(f"\tadd.u32 %r{r}, %r{acc}, %r{first + i};")
+            acc = r
+        body.append(f"\tst.global.u32 [gout+{4 * w}], %r{acc};")
+    return (HDR + ".visible .entry straight()\n{\n"
+            f"\t.reg .b32 %r<{r + 1}>;\n" + "\n".join(body) + "\n\tret;\n}\n")
+
+
+MIXED = HDR + """.visible .entry mixed()
+{
+	.reg .b32 %r<12>;
+	ld.shared.u32 %r1, [sh];
+	ld.shared.u32 %r2, [sh+4];
+	mul.lo.u32 %r3, %r1, %r2;
+	ld.shared.u32 %r4, [sh+8];
+	add.u32 %r5, %r3, %r4;
+	ld.shared.u32 %r6, [sh+12];
+	ld.shared.u32 %r7, [sh+16];
+	mad.lo.u32 %r8, %r6, %r7, %r5;
+	add.u32 %r9, %r8, %r1;
+	add.u32 %r10, %r9, %r2;
+	st.global.u32 [gout], %r10;
+	st.global.u32 [gout+4], %r4;
+	ret;
+}
+"""
+
+
+@pytest.mark.parametrize("text", [straight(4), straight(7, 2), straight(12, 4), MIXED],
+                         ids=["4x3", "7x2", "12x4", "mixed"])
+def test_registers_equal_max_live_on_straight_line_code(text):
+    res = allocate(text, registers=255)
+    fr = res.functions[0]
+    assert fr.spilled_values == 0
+    assert fr.registers == fr.max_live
+    assert fr.extra["registers_optimal"] is True
+    if fr.verified is None:
+        pytest.xfail("the checker is not ready (ptxalloc.verify still a placeholder)")
+    assert fr.verified is True
+
+
+def _problem(text: str, k: int) -> Problem:
+    fn = parse(text).functions[0]
+    an = analyze_function(fn, profile_for(None, "sm_80"))
+    p = Problem(an, RegFile(k))
+    coalesce(p)
+    return p
+
+
+def _valid(p: Problem, start: dict[int, int], k: int) -> None:
+    for n, s in start.items():
+        assert (s, ((1 << p.shape[n].units) - 1) << s) in p.regfile.placements(p.shape[n])
+        assert s + p.shape[n].units <= 2 * k
+        for m in p.members:
+            if m != n and p.interferes(n, m) and m in start:
+                a = ((1 << p.shape[n].units) - 1) << s
+                b = ((1 << p.shape[m].units) - 1) << start[m]
+                assert not a & b, (n, m)
+
+
+def test_compact_recolors_a_wasteful_coloring_down_to_max_live():
+    text = straight(6, 3)
+    p = _problem(text, 255)
+    nodes = sorted(p.members)
+    wasteful = Coloring(start={n: 2 * i for i, n in enumerate(nodes)})    # one register each
+    _valid(p, wasteful.start, 255)
+    assert high_water(p, wasteful.start) == len(nodes)
+    max_live = p.analysis.pressure.max_live
+    assert compact(p, wasteful, max_live) is True
+    _valid(p, wasteful.start, 255)
+    assert high_water(p, wasteful.start) == max_live
+    assert wasteful.optimal is True
+
+
+def test_compact_leaves_a_spilling_coloring_alone():
+    p = _problem(straight(6, 1), 3)
+    c = color(p)
+    assert c.spilled
+    before = dict(c.start)
+    assert compact(p, c, p.analysis.pressure.max_live) is False
+    assert c.start == before
+
+
+def test_compact_never_raises_the_count():
+    p = _problem(MIXED, 255)
+    c = color(p)
+    before = high_water(p, c.start)
+    compact(p, c, p.analysis.pressure.max_live)
+    assert high_water(p, c.start) <= before
+    _valid(p, c.start, 255)
+
+
+@pytest.mark.parametrize("name", ["hand/loop_backedge.ptx", "hand/diamond.ptx",
+                                  "vectors_sm80.ptx", "misc_sm80.ptx", "pressure_sm80.ptx"])
+def test_compaction_on_never_uses_more_registers_than_off(name):
+    module = parse((DATA / name).read_text())
+    on = allocate_module(module, 255, verify=False, options=Options(compact=True))
+    off = allocate_module(module, 255, verify=False, options=Options(compact=False))
+    for a, b in zip(on.functions, off.functions):
+        assert a.name == b.name
+        assert a.registers <= b.registers
+        assert a.spilled_values == b.spilled_values     # compaction changes no spill decision
+        assert a.spill_stores_bytes == b.spill_stores_bytes
+
+
+@pytest.mark.parametrize("name", ["hand/loop_backedge.ptx", "hand/diamond.ptx",
+                                  "hand/scopes.ptx", "hand/setp_pair.ptx", "hand/brx.ptx"])
+def test_small_hand_files_reach_max_live_at_k255(name):
+    res = allocate((DATA / name).read_text(), registers=255, verify=False)
+    for fr in res.functions:
+        assert fr.registers == fr.max_live, (fr.name, fr.registers, fr.max_live)

@@ -1,0 +1,383 @@
+"""Spilling (issue 4, SPEC section 5): spill code at tiny budgets (K = 2..4), stores after
+definitions and reloads before uses, rematerialization of constants, predicate spills through
+``selp``/``setp``, guarded definitions, spill-slot sharing and alignment, the 64 KB frame
+limit, and lazy reload (a reload whose value is still in its register is dropped)."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+import pytest
+
+from conftest import DATA
+from ptxalloc import ptxas
+from ptxalloc.errors import AllocationError
+from ptxalloc.ir import build
+from ptxalloc.ir.cfg import CFG
+from ptxalloc.ir.instruction import Instruction
+from ptxalloc.ir.registers import RegClass
+from ptxalloc.pipeline import allocate
+from ptxalloc.ptx import parse
+from ptxalloc.spill import slots as slots_mod
+from ptxalloc.spill.remat import remat_candidates, worth_rematerializing
+from ptxalloc.spill.slots import MAX_FRAME, assign_slots
+
+HDR = (".version 7.0\n.target sm_80\n.address_size 64\n\n"
+       ".global .align 4 .u32 gout[16];\n\n")
+
+#: six parameters and a constant; ten values live at once (MaxLive 10)
+SPILL = HDR + """.visible .entry spill6(.param .u32 p0, .param .u32 p1, .param .u32 p2,
+	.param .u32 p3, .param .u32 p4, .param .u32 p5)
+{
+	.reg .b32 %r<20>;
+	mov.u32 %r10, 42;
+	ld.param.u32 %r1, [p0];
+	ld.param.u32 %r2, [p1];
+	ld.param.u32 %r3, [p2];
+	ld.param.u32 %r4, [p3];
+	ld.param.u32 %r5, [p4];
+	ld.param.u32 %r6, [p5];
+	mul.lo.u32 %r7, %r1, %r2;
+	mul.lo.u32 %r8, %r3, %r4;
+	mul.lo.u32 %r9, %r5, %r6;
+	add.u32 %r11, %r7, %r8;
+	add.u32 %r12, %r11, %r9;
+	add.u32 %r13, %r12, %r1;
+	add.u32 %r14, %r13, %r2;
+	add.u32 %r15, %r14, %r3;
+	add.u32 %r16, %r15, %r4;
+	st.global.u32 [gout], %r16;
+	st.global.u32 [gout+4], %r5;
+	st.global.u32 [gout+8], %r5;
+	st.global.u32 [gout+12], %r10;
+	st.global.u32 [gout+16], %r6;
+	ret;
+}
+"""
+
+#: %r1 is loaded first, used twice in a row at the very end; in between five values compete
+LAZY = HDR + """.visible .entry lazy(.param .u32 p0, .param .u32 p1, .param .u32 p2,
+	.param .u32 p3)
+{
+	.reg .b32 %r<12>;
+	ld.param.u32 %r1, [p0];
+	ld.param.u32 %r2, [p1];
+	ld.param.u32 %r3, [p2];
+	ld.param.u32 %r4, [p3];
+	mul.lo.u32 %r5, %r2, %r3;
+	mul.lo.u32 %r6, %r3, %r4;
+	mul.lo.u32 %r7, %r4, %r2;
+	add.u32 %r8, %r5, %r6;
+	add.u32 %r9, %r8, %r7;
+	st.global.u32 [gout], %r9;
+	st.global.u32 [gout+4], %r1;
+	st.global.u32 [gout+8], %r1;
+	ret;
+}
+"""
+
+_SLOT = re.compile(r"^\s*(st|ld)\.local\.(?:v(\d)\.)?b(\d+)\s+(.*?);\s*//@(\w+) (\S+)", re.M)
+
+
+def spill_accesses(ptx: str):
+    """(op, bytes, offset, kind, value) of every spill-array access in the text."""
+    out = []
+    for m in _SLOT.finditer(ptx):
+        op, vec, bits, operands, kind, value = m.groups()
+        off = re.search(r"\[__ptxalloc_spill\+(\d+)\]", operands)
+        assert off, m.group(0)
+        out.append((op, int(bits) // 8 * int(vec or 1), int(off.group(1)), kind, value))
+    return out
+
+
+def lines_of(text: str) -> list[str]:
+    """The lines of a function's text, each stripped and with runs of blanks made one space
+    (the emitter puts a tab between opcode and operands)."""
+    return [re.sub(r"\s+", " ", ln).strip() for ln in text.splitlines()]
+
+
+def assert_verified(res):
+    """Last step of a test: every function proven by the checker (xfail while it is absent)."""
+    states = {f.verified for f in res.functions}
+    if states == {None}:
+        pytest.xfail("the checker is not ready (ptxalloc.verify still a placeholder)")
+    assert states == {True}, [(f.name, f.verified) for f in res.functions]
+
+
+def assemble(res, arch: str = "sm_80"):
+    if ptxas.available():
+        out = ptxas.assemble(res.ptx, arch)
+        assert out.ok, out.output
+
+
+# -- spill code at tiny budgets -----------------------------------------------------------
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_more_live_values_than_k_spill(k):
+    res = allocate(SPILL, registers=k)
+    fr = res.functions[0]
+    assert fr.max_live == 10
+    assert fr.registers <= k
+    assert fr.spilled_values > 0 and fr.rounds >= 2
+    assert "//@spill %r" in res.ptx and "//@reload %r" in res.ptx
+    acc = spill_accesses(res.ptx)
+    assert fr.spill_stores_bytes == sum(b for op, b, *_ in acc if op == "st") > 0
+    assert fr.spill_loads_bytes == sum(b for op, b, *_ in acc if op == "ld") > 0
+    assert f"frame={fr.stack_frame_bytes}" in res.ptx
+    assert re.search(rf"\.local \.align 16 \.b8 __ptxalloc_spill\[{fr.stack_frame_bytes}\];",
+                     res.ptx)
+    # only R0 .. R(K-1) appear
+    assert max(int(n) for n in re.findall(r"%R(\d+)\b", res.ptx)) < k
+    assemble(res)
+    assert_verified(res)
+
+
+def test_budget_one_is_refused_naming_the_instruction():
+    with pytest.raises(AllocationError) as e:
+        allocate(SPILL, registers=1, filename="spill6.ptx")
+    msg = str(e.value)
+    assert "mul.lo.u32" in msg and "spill6.ptx:" in msg and "budget of 1" in msg
+
+
+def test_stores_follow_definitions_and_reloads_precede_uses():
+    res = allocate(SPILL, registers=3, verify=False)
+    lines = lines_of(res.functions[0].text)
+    stores = reloads = 0
+    for i, ln in enumerate(lines):
+        m = re.search(r"st\.local\.b32 \[__ptxalloc_spill\+\d+\], (%R\d+);\s*//@spill", ln)
+        if m:
+            # the instruction just before wrote the stored register
+            prev = lines[i - 1]
+            assert re.match(rf"[a-z][\w.]* {m.group(1)},", prev), (prev, ln)
+            stores += 1
+        m = re.search(r"ld\.local\.b32 (%R\d+), \[__ptxalloc_spill\+\d+\];\s*//@reload", ln)
+        if m:
+            # the reloaded register is read before it is written again
+            reg = re.escape(m.group(1))
+            reloads += 1
+            for nxt in lines[i + 1:]:
+                code = nxt.split("//", 1)[0]
+                ops = code.split(" ", 1)[1] if " " in code else ""
+                writes = re.match(rf"{reg},", ops) is not None
+                reads = ops.split(",", 1)[1] if writes else ops
+                if re.search(rf"{reg}\b", reads):
+                    break
+                assert not writes, f"reload into {m.group(1)} overwritten unread: {ln}"
+            else:
+                raise AssertionError(f"reload into {m.group(1)} never read: {ln}")
+    assert stores >= 5 and reloads >= 5
+
+
+# -- rematerialization --------------------------------------------------------------------
+
+def test_constant_is_rematerialized_not_reloaded():
+    res = allocate(SPILL, registers=3)
+    fr = res.functions[0]
+    text = fr.text
+    assert re.search(r"mov\.u32\s+%R\d+, 42;\s*//@remat %r10#\d+", text), text
+    assert "//@reload %r10#" not in text and "//@spill %r10#" not in text
+    # the original definition is no longer executed
+    assert re.search(r"//@removed mov\.u32\s+%R\d+, 42;", text)
+    assert fr.rematerialized >= 1
+    assemble(res)
+    assert_verified(res)
+
+
+def test_remat_candidates():
+    text = HDR + """.shared .align 4 .u32 sh[4];
+.visible .entry rc()
+{
+	.reg .pred %p<2>;
+	.reg .b32 %r<12>;
+	.reg .b64 %rd<4>;
+	mov.u32 %r1, 7;
+	mov.u32 %r2, %tid.x;
+	mov.u64 %rd1, gout;
+	cvta.global.u64 %rd2, gout;
+	add.u32 %r3, %r1, 4;
+	mov.u32 %r4, %r3;
+	setp.eq.u32 %p1, %r3, 0;
+	@%p1 mov.u32 %r5, 9;
+	mov.u32 %r6, 1;
+	mov.u32 %r6, 2;
+	mov.u32 %r7, %clock;
+	ld.shared.u32 %r8, [sh];
+	add.u32 %r9, %r2, %r4;
+	add.u32 %r9, %r9, %r5;
+	add.u32 %r9, %r9, %r6;
+	add.u32 %r9, %r9, %r7;
+	add.u32 %r9, %r9, %r8;
+	st.global.u32 [%rd1], %r9;
+	st.global.u32 [%rd2], %r9;
+	ret;
+}
+"""
+    fn = parse(text).functions[0]
+    cands = remat_candidates(fn, fn.instructions())
+    names = {fn.regs.names[v] for v in cands}
+    # constants, fixed special registers, symbol addresses: yes
+    assert {"%r1", "%r2", "%rd1", "%rd2"} <= names
+    # reads a register, a plain copy, guarded, defined twice, %clock changes, a load: no
+    assert not names & {"%r3", "%r4", "%r5", "%r6", "%r7", "%r8", "%r9"}
+    assert worth_rematerializing(0) and worth_rematerializing(3)
+
+
+# -- predicates -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,k", [("hand/many_preds.ptx", 15), ("hand/many_preds.ptx", 64),
+                                    ("pressure_sm80.ptx", 15), ("pressure_sm80.ptx", 255)])
+def test_predicates_beyond_p6_spill_through_selp_and_setp(name, k):
+    res = allocate((DATA / name).read_text(), registers=k)
+    text = res.ptx
+    pspill = re.findall(r"^\s*selp\.u32\s+%R\d+, 1, 0, %P([0-6]);\s*//@pspill %p\w+#\d+", text,
+                        re.M)
+    preload = re.findall(r"^\s*setp\.ne\.u32\s+%P([0-6]), %R\d+, 0;\s*//@preload %p\w+#\d+",
+                         text, re.M)
+    assert pspill and preload
+    assert text.count("//@pspill") == len(pspill) and text.count("//@preload") == len(preload)
+    # no predicate beyond P6 anywhere
+    assert max(int(n) for n in re.findall(r"%P(\d+)\b", text)) <= 6
+    for f in res.functions:
+        assert f.predicates <= 7
+        assert f.registers <= k
+    assemble(res)
+    assert_verified(res)
+
+
+# -- guarded definitions --------------------------------------------------------------------
+
+def test_guarded_definition_of_spilled_value_reloads_first():
+    res = allocate((DATA / "hand" / "guarded_def.ptx").read_text(), registers=3)
+    lines = lines_of(res.functions[0].text)
+    seen = 0
+    for i, ln in enumerate(lines):
+        m = re.match(r"@!?%P\d+\s+[\w.]+\s+(%R\d+),", ln)
+        if not m or i + 1 >= len(lines):
+            continue
+        after = re.search(rf"\], {re.escape(m.group(1))};\s*//@spill (\S+)", lines[i + 1])
+        if not after:
+            continue
+        before = lines[i - 1]
+        assert re.search(rf"ld\.local\.b32 {re.escape(m.group(1))}, .*//@reload "
+                         rf"{re.escape(after.group(1))}$", before), (before, ln)
+        seen += 1
+    assert seen >= 2
+    assemble(res)
+    assert_verified(res)
+
+
+# -- spill slots -------------------------------------------------------------------------
+
+def test_slots_of_values_that_never_overlap_are_shared():
+    res = allocate(SPILL, registers=3)
+    fr = res.functions[0]
+    by_offset = defaultdict(set)
+    sizes = {}
+    for op, size, off, kind, value in spill_accesses(fr.text):
+        if kind == "spill":
+            by_offset[off].add(value)
+            sizes[value] = size
+    shared = {off: vs for off, vs in by_offset.items() if len(vs) > 1}
+    assert shared, dict(by_offset)
+    assert fr.stack_frame_bytes < sum(sizes.values())
+    assert_verified(res)
+
+
+@pytest.mark.parametrize("name,k", [("pressure_sm80.ptx", 15), ("vectors_sm80.ptx", 6),
+                                    ("misc_sm80.ptx", 6), ("hand/guarded_def.ptx", 3)])
+def test_frame_is_a_multiple_of_16_and_slots_are_aligned(name, k):
+    res = allocate((DATA / name).read_text(), registers=k, verify=False)
+    widths = set()
+    for fr in res.functions:
+        acc = spill_accesses(fr.text)
+        m = re.search(r"\.local \.align 16 \.b8 __ptxalloc_spill\[(\d+)\];", fr.text)
+        if not acc:
+            assert fr.stack_frame_bytes == 0 and not m
+            continue
+        assert m and int(m.group(1)) == fr.stack_frame_bytes
+        assert fr.stack_frame_bytes % 16 == 0
+        for op, size, off, kind, value in acc:
+            widths.add(size)
+            assert off % size == 0, (fr.name, op, size, off)
+            assert off + size <= fr.stack_frame_bytes
+    assert widths, "something was spilled"
+    if name == "pressure_sm80.ptx":
+        assert widths >= {4, 8}
+
+
+def _slot_function(n: int, size: int = 16):
+    """A function with ``n`` spill slots of ``size`` bytes all live at once: n stores, then n
+    reloads (built with the allocator's own constructors)."""
+    ptype, rclass = {16: (".b128", RegClass.B128), 8: (".b64", RegClass.GPR64),
+                     4: (".b32", RegClass.GPR32)}[size]
+    fn = parse(HDR + ".visible .entry slots()\n{\n\tret;\n}\n").functions[0]
+    v = fn.regs.add("%q", ptype, rclass)
+    stores, loads, sizes = [], [], {}
+    for i in range(n):
+        st = build.spill_store(fn.regs, v, "__ptxalloc_spill")
+        st.origin = ("spill", v, ("value", i))
+        ld = build.spill_reload(fn.regs, v, "__ptxalloc_spill")
+        ld.origin = ("reload", v, ("value", i))
+        stores.append(st)
+        loads.append(ld)
+        sizes[("value", i)] = size
+    ret = next(i for i, s in enumerate(fn.body) if type(s) is Instruction)
+    fn.body[ret:ret] = stores + loads
+    return fn, sizes, stores
+
+
+def test_simultaneously_live_slots_get_distinct_aligned_offsets():
+    fn, sizes, stores = _slot_function(5, 16)
+    frame = assign_slots(CFG(fn), sizes, "__ptxalloc_spill")
+    assert frame == 80
+    offs = sorted(int(re.search(r"\+(\d+)", str(s.ops[0].offset)).group(1)) for s in stores)
+    assert offs == [0, 16, 32, 48, 64]
+
+
+def test_frame_limit_is_64k():
+    assert MAX_FRAME == 64 * 1024
+
+
+def test_frame_over_the_limit_is_an_allocation_error(monkeypatch):
+    """The limit check itself, with the limit lowered: ``assign_slots`` is cubic in the number
+    of simultaneously live slots, so the 4097 slots that overflow 64 KB are out of a unit
+    test's reach (reported as a performance bug)."""
+    monkeypatch.setattr(slots_mod, "MAX_FRAME", 1024)
+    fn, sizes, _ = _slot_function(64, 16)
+    assert assign_slots(CFG(fn), sizes, "__ptxalloc_spill") == 1024
+    fn, sizes, _ = _slot_function(65, 16)
+    with pytest.raises(AllocationError) as e:
+        assign_slots(CFG(fn), sizes, "__ptxalloc_spill")
+    assert "1040 bytes" in str(e.value) and "1024" in str(e.value)
+
+
+def test_allocation_with_a_frame_over_the_limit_fails(monkeypatch):
+    monkeypatch.setattr(slots_mod, "MAX_FRAME", 16)
+    with pytest.raises(AllocationError) as e:
+        allocate(SPILL, registers=2, verify=False)
+    assert "spill6" in str(e.value) and "spill frame" in str(e.value)
+
+
+# -- lazy reload ---------------------------------------------------------------------------
+
+def test_two_uses_in_a_row_reload_once():
+    res = allocate(LAZY, registers=4)
+    text = res.functions[0].text
+    assert "//@spill %r1#" in text
+    reloads = re.findall(r"ld\.local\.b32\s+(%R\d+), \[[^]]+\];\s*//@reload %r1#", text)
+    assert len(reloads) == 1, text
+    reg = reloads[0]
+    assert re.search(rf"st\.global\.u32\s+\[gout\+4\], {reg};\s*\n\s*st\.global\.u32\s+"
+                     rf"\[gout\+8\], {reg};", text), text
+    assemble(res)
+    assert_verified(res)
+
+
+def test_without_lazy_reload_the_second_reload_stays(monkeypatch):
+    """The same kernel with the redundant-reload pass switched off reloads twice: the pass,
+    not the rewrite, removes the second reload."""
+    import ptxalloc.alloc.driver as driver
+    monkeypatch.setattr(driver, "remove_redundant_spill_code", lambda *a, **k: set())
+    res = allocate(LAZY, registers=4, verify=False)
+    assert res.functions[0].text.count("//@reload %r1#") == 2
