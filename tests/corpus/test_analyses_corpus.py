@@ -1,0 +1,33 @@
+"""Corpus conformance of the analyses (issue: target model and analyses): every function of
+every file ptxas accepts is analysed — CFG, liveness, interference, tuples, pressure, spill
+costs — without error, with sane figures. ``bench/maxlive_vs_ptxas.py`` prints the distribution
+of MaxLive next to ptxas's "Used N registers"."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from conftest import corpus_params, corpus_root
+from ptxalloc.analysis import analyze_function
+from ptxalloc.ptx import parse_file
+from ptxalloc.target.sm import profile_for
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("entry", corpus_params())
+def test_every_function_analyses(entry):
+    module = parse_file(str(corpus_root() / entry["path"]))
+    sm = profile_for(None, module.sm)
+    for fn in module.functions:
+        a = analyze_function(fn, sm)
+        n = len(fn.regs)
+        assert a.pressure.max_live >= 0 and a.pressure.max_preds >= 0
+        assert len(a.costs) == n and all(c >= 0 and not math.isnan(c) for c in a.costs)
+        stats = a.graph.statistics()
+        assert stats.nodes == n and 0.0 <= stats.density <= 1.0
+        # MaxLive is the largest pressure anywhere, and the peak's live set is where it is
+        if a.pressure.gpr:
+            assert a.pressure.max_regs >= max(a.pressure.gpr)
+        assert a.liveness.entry_live >= 0
