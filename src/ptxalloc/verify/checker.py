@@ -575,6 +575,10 @@ class FunctionChecker:
                         events.append(self._callee_save(s, kind, int(m.group(5)), idx))
                     counts[kind] = counts.get(kind, 0) + 1
                 else:
+                    if s.comment.startswith("//@"):
+                        self.sites.append((s, s.line, None))
+                        raise self.fail_at(idx, f"unknown or malformed annotation "
+                                                f"'{s.comment}'")
                     if oi >= n_orig:
                         self.sites.append((s, s.line, None))
                         raise self.fail_at(idx, "an instruction that is not in the original and "
