@@ -120,15 +120,16 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     from .report.allocation_report import verbose_lines
     from .util import write_atomic
 
+    from .alloc.driver import Options
+    from .alloc.knobs import parse_knobs
+
     budget = _budget(args.registers, allow_auto=True)
-    if budget == "auto":
-        from .errors import UsageError
-        raise UsageError("--registers auto is the fat-point allocator's occupancy model; "
-                         "it is not available yet")
+    knobs = parse_knobs(args.knob)
     module = parse_file(args.file)
     _select(module, args.function)
     result = allocate_module(module, budget if budget is not None else 15, args.allocator,
-                             args.arch, args.function, verify=not args.no_verify)
+                             args.arch, args.function, verify=not args.no_verify,
+                             options=Options(allocator=args.allocator, knobs=knobs))
     info = sys.stdout if args.output else sys.stderr
     if args.verbose:
         for fr in result.functions:
@@ -178,7 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "standard output)")
     p.add_argument("--allocator", default="briggs", choices=["briggs", "fatpoint"])
     p.add_argument("--registers", metavar="K", default="15",
-                   help="register budget, 1..255 (default 15)")
+                   help="register budget, 1..255, or 'auto': seed 004's occupancy-aware "
+                   "model picks one per function (default 15)")
+    p.add_argument("--knob", metavar="NAME=VALUE", action="append", default=[],
+                   help="a fat-point allocator knob by its ptxas name, e.g. "
+                   "RegAllocThresholdForDiscardConflicts=50 (repeatable)")
     p.add_argument("--arch", metavar="sm_XX", help="target model (default: the .target)")
     p.add_argument("--function", metavar="NAME", help="allocate only this function")
     p.add_argument("-v", "--verbose", action="store_true",

@@ -1,5 +1,9 @@
 """Allocating a whole module: every function (or the one asked for) in turn, the allocated
-functions written back into the module's text, each allocation checked (SPEC sections 8, 9)."""
+functions written back into the module's text, each allocation checked (SPEC sections 8, 9).
+
+``registers="auto"`` picks each function's budget with the occupancy-aware model of seed 004
+(:mod:`ptxalloc.target.budget`) from the function's MaxLive and launch bounds; the reason lands in
+the report (``budget_reason``) and in the ``-v`` notes."""
 
 from __future__ import annotations
 
@@ -24,12 +28,56 @@ class ModuleResult:
         return {"functions": [f.report() for f in self.functions]}
 
 
-def allocate_module(module: Module, registers: int = 15, allocator: str = "briggs",
+def auto_budget(fn, sm: SMProfile, knobs: dict[str, float] | None = None):
+    """The budget ``--registers auto`` gives ``fn``: seed 004's occupancy-aware model fed with
+    the function's MaxLive, its alignment penalty and the largest single-instruction need."""
+    import math
+
+    from .alloc.knobs import resolve
+    from .analysis.liveness import Liveness
+    from .analysis.pressure import Pressure
+    from .analysis.tuples import find_tuples
+    from .ir.cfg import CFG
+    from .ir.registers import RegClass
+    from .target.budget import choose_budget
+    from .target.units import vreg_shape
+
+    cfg = CFG(fn)
+    tuples = find_tuples(fn, cfg.instrs)
+    pressure = Pressure(cfg, Liveness(cfg), tuples)
+    regs = fn.regs
+    max_live = pressure.max_live
+    wide = any(regs.classes[v] != RegClass.PRED and vreg_shape(regs.classes[v], regs.vec[v]).units >= 4
+               for v in pressure.peak.live)
+    pair_penalty = 1 if wide and max_live % 2 else 0
+    floor = 0
+    for ins in cfg.instrs:
+        for values in (ins.defs, ins.uses):
+            units = 0
+            seen = set()
+            for v in values:
+                if regs.classes[v] == RegClass.PRED:
+                    continue
+                g = tuples.group_of.get(v)
+                key = ("g", g[0]) if g else v
+                if key in seen:
+                    continue
+                seen.add(key)
+                units += tuples.groups[g[0]].units if g else vreg_shape(regs.classes[v],
+                                                                         regs.vec[v]).units
+            floor = max(floor, math.ceil(units / 2))
+    return choose_budget(sm, fn.directives, max_live, pair_penalty, 0, floor, resolve(knobs))
+
+
+def allocate_module(module: Module, registers: int | str = 15, allocator: str = "briggs",
                     arch: str | None = None, function: str | None = None,
                     verify: bool = True, options: Options | None = None) -> ModuleResult:
     sm = profile_for(arch, module.sm)
     options = options or Options(allocator=allocator)
     options.allocator = allocator
+    if registers != "auto" and not isinstance(registers, int):
+        raise UsageError(f"registers must be a number from 1 to 255 or 'auto', not "
+                         f"'{registers}'")
     fns = module.functions
     if function is not None:
         fns = [f for f in fns if f.name == function]
@@ -39,7 +87,13 @@ def allocate_module(module: Module, registers: int = 15, allocator: str = "brigg
     texts = {}
     decls = [it.text for it in module.items if type(it) is Raw]
     for fn in fns:
-        res = allocate_function(fn, sm, registers, options, decls)
+        if registers == "auto":
+            budget = auto_budget(fn, sm, options.knobs)
+            res = allocate_function(fn, sm, budget.registers, options, decls)
+            res.extra["budget_reason"] = budget.reason
+            res.notes.insert(0, f"budget {budget.reason}")
+        else:
+            res = allocate_function(fn, sm, registers, options, decls)
         res.text = emit_function(res.function, res.names.__getitem__)
         texts[fn.name] = res.text
         results.append(res)
@@ -50,10 +104,12 @@ def allocate_module(module: Module, registers: int = 15, allocator: str = "brigg
     return ModuleResult(text, results, sm)
 
 
-def allocate(ptx_text: str, registers: int = 15, allocator: str = "briggs",
+def allocate(ptx_text: str, registers: int | str = 15, allocator: str = "briggs",
              arch: str | None = None, function: str | None = None, verify: bool = True,
-             filename: str = "<input>") -> ModuleResult:
+             filename: str = "<input>", knobs: dict[str, float] | None = None) -> ModuleResult:
     """Allocate PTX text; returns the allocated PTX (``.ptx``) and the per-function report
-    (``.report()``)."""
+    (``.report()``). ``registers`` is a budget or ``"auto"``; ``knobs`` are fat-point knobs by
+    their ptxas names (:mod:`ptxalloc.alloc.knobs`)."""
+    options = Options(allocator=allocator, knobs=dict(knobs or {}))
     return allocate_module(parse(ptx_text, filename), registers, allocator, arch, function,
-                           verify)
+                           verify, options)

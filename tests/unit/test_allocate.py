@@ -291,7 +291,7 @@ def test_cli_function_allocates_only_that_function(tmp_path, capsys):
         assert ptxas.assemble(text, "sm_80").ok
 
 
-@pytest.mark.parametrize("value", ["0", "256", "abc", "-3", "1.5", "", "auto"])
+@pytest.mark.parametrize("value", ["0", "256", "abc", "-3", "1.5", ""])   # auto: test_fatpoint
 def test_cli_bad_registers_exit_2_with_one_line(value, tmp_path, capsys):
     out = tmp_path / "out.ptx"
     p = run_main(capsys, "allocate", str(DATA / "hand" / "diamond.ptx"), "--registers", value,

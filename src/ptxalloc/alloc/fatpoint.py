@@ -48,9 +48,13 @@ the seed's way — the unit tests check that both choose alike.
    target T, and the attempt colors the rest, evicting where that is cheaper; an attempt that
    leaves no node needing spill ends the loop, one that does lowers the target to T - 1 (the
    seed's target-minus-one descent) for the next;
-3. every attempt is recorded; the best one — the lowest total spill cost of what it leaves to
-   spill — is the round's result. When none succeeded that is the final fallback (sub_936FD0):
-   it always succeeds by spilling whatever needed spill.
+3. every attempt is recorded (sub_93D070); the best one is the round's result: the one whose
+   spills add the fewest bytes of spill code (a store per definition, a reload per use: the
+   figure ``ptxas -v`` reports), ties to the lower spill cost. The seed does not say what
+   "best" compares; spill cost alone picked sets of many cheap values and measured ~10 % more
+   spill bytes on the corpus at K = 15 (docs/decisions.md). When no attempt succeeded, the best
+   one is the final fallback (sub_936FD0): it always succeeds by spilling whatever needed
+   spill.
 
 The values the result leaves to spill go through the driver's spill rewrite, and the next round
 allocates the function as rewritten, so every allocation is checked by the same checker as the
@@ -93,7 +97,8 @@ class Attempt:
     guided: list[int] = field(default_factory=list)      # spilled by the guidance
     evicted: list[int] = field(default_factory=list)     # conflicts discarded by spilling
     failed: list[int] = field(default_factory=list)      # needs spill: no slot at all
-    cost: float = 0.0
+    cost: float = 0.0                  # spill cost of what it leaves to spill
+    code_bytes: float = 0.0            # bytes of spill code that would add
     peak: int = 0                      # registers (predicates) used
     optimistic: int = 0                # nodes colored from LowConf / LowLate
     stack: list[int] = field(default_factory=list)
@@ -374,6 +379,31 @@ class FatPoint:
         return result
 
 
+def spill_code_bytes(p: Problem, file: int) -> dict[int, float]:
+    """Per node of ``file``: the bytes of spill code spilling it would add — a store per
+    definition and a reload per use, each its register's width (what ``ptxas -v`` reports as
+    spill stores and loads); infinite for a node that may not be spilled."""
+    from ..ir.build import width_bytes
+
+    an = p.analysis
+    regs = an.fn.regs
+    count = [0] * len(regs)
+    for ins in an.cfg.instrs:
+        for v in ins.defs:
+            count[v] += 1
+        for v in ins.uses:
+            count[v] += 1
+    out: dict[int, float] = {}
+    for n, members in p.members.items():
+        if p.shape[n].file != file:
+            continue
+        if math.isinf(p.cost[n]) or n in p.fixed:
+            out[n] = math.inf
+        else:
+            out[n] = float(sum(count[v] * width_bytes(regs, v) for v in members))
+    return out
+
+
 def allocate_class(core: FatPoint, trials: int) -> tuple[Attempt, list[Attempt]]:
     """The retry loop for one class: NOSPILL, then SPILL retries with spill guidance and the
     target-minus-one descent; returns the best attempt and all of them."""
@@ -393,7 +423,10 @@ def allocate_class(core: FatPoint, trials: int) -> tuple[Attempt, list[Attempt]]
         if target <= 1:
             break
         target -= 1
-    best = min(attempts, key=lambda a: (a.cost, len(a.spilled), attempts.index(a)))
+    size = spill_code_bytes(p, core.file)
+    for a in attempts:
+        a.code_bytes = sum(size[n] for n in a.spilled)
+    best = min(attempts, key=lambda a: (a.code_bytes, a.cost, attempts.index(a)))
     return best, attempts
 
 
@@ -409,9 +442,10 @@ class ClassTrace:
         text = f"class {CLASS_NAME[self.file]}: " + "; ".join(a.describe() for a in self.attempts)
         if len(self.attempts) > 1:
             chosen = self.attempts.index(self.best) + 1
-            label = "" if self.best.success else " (final fallback)"
-            text += (f" -> best: attempt {chosen}{label}, {len(self.best.spilled)} to spill, "
-                     f"cost {self.best.cost:.4g}")
+            label = "" if any(a.success for a in self.attempts) else " (final fallback)"
+            text += (f" -> best: attempt {chosen}{label}, spills {len(self.best.spilled)} "
+                     f"value(s), {self.best.code_bytes:g} bytes of spill code, cost "
+                     f"{self.best.cost:.4g}")
         return text
 
 

@@ -1,0 +1,196 @@
+"""The occupancy-aware register budget, ``--registers auto`` (seed 004 "Budget Pressure Model",
+"Piecewise Budget Fraction Evaluation", the needs-spill test of sub_937E90, and the occupancy
+formula of sub_A99FE0; SPEC section 6).
+
+Three pieces of the seed, and how ptxalloc puts them together (decisions, docs/decisions.md
+"Fat-point allocator: the register budget"):
+
+**Occupancy.** ``max_warps(regs)``: the warps one SM can hold when each thread uses ``regs``
+registers. Registers are handed out per warp in granules of 256 (8 per thread), so::
+
+    max_warps(regs) = min(max_threads / 32, (regfile / 256) // ceil(regs / 8)) - warp_offset
+
+The seed writes ``(-granularity_mask & (2 * half_reg_file_size / regs)) - warp_offset`` with
+``2 * half_reg_file_size = regfile / 256`` (the register file in granules); taken literally it
+gives 0 warps for 64 registers on sm_90 (``-63 & 4``), so the mask is read as the rounding of
+the register count to its granule — the rule of the CUDA occupancy calculator — and
+``warp_offset`` as 0. The register file is the SM profile's (:mod:`sm`, the seeds' figures).
+
+**The budget fraction.** The seed's piecewise-linear table over a register count ``x``:
+(x0, A) - (max threads, A) - (pressure threshold, A) - (255, B), flat outside, with A = 0.2,
+B = 1.0, max threads 119 and threshold 160 (knobs ``RegTgtCoeffA``, ``RegTgtCoeffB``,
+``RegTgtMaxThreads``, ``RegTgtPressureThreshold``). x0 comes from a profile callback the seed
+does not decode; it is taken as 0 (with the three first points all at A it changes nothing).
+The linear occupancy model beside it (+1720..+1736) rises from C = 0.3 (``RegTgtCoeffC``) at the
+lowest occupancy to B at the highest.
+
+**The needs-spill test.** ``(pair_penalty + demanded + live_count) > (range + 1) x fraction``.
+ptxalloc reads it as the test of one step down the occupancy ladder: lowering the target from T
+to the next occupancy cliff T1 (the largest register count that buys more warps) *needs spill*
+— is refused — when the registers the function would have to give up, ``pair_penalty +
+(MaxLive - T1) + live_count``, exceed ``(T1 + 1) x fraction(MaxLive) x weight(T1)``: the budget
+fraction of the pressure, scaled by the linear model at T1's occupancy. A function with little
+pressure is allowed to spill little (20 % of the target); above the pressure threshold, where
+occupancy is at its lowest, the allowance rises toward the whole target.
+
+``auto`` then: starts at the top of the occupancy step that holds MaxLive (registers below the
+next cliff cost no occupancy), capped by the launch bounds (``.maxnreg``; ``.maxntid`` /
+``.reqntid`` with ``.minnctapersm`` — a block must fit, as ptxas honours them); steps down one
+cliff at a time while the step does not need spill; and never goes below the registers one
+instruction needs. The report says which steps it took and why it stopped.
+
+``pair_penalty`` is 1 when a 64-bit or wider value is live at the pressure peak and MaxLive is
+odd (its alignment can cost a register); ``live_count`` — the seed's registers held live by
+the ABI — is 0 until the calling convention reserves any.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .sm import SMProfile
+
+GRANULE = 8                 # registers per thread in one 256-register warp granule
+MAX_REGS = 255
+
+
+@dataclass(frozen=True)
+class BudgetModel:
+    coeff_a: float = 0.2
+    coeff_b: float = 1.0
+    coeff_c: float = 0.3
+    max_threads: float = 119
+    threshold: float = 160
+    x0: float = 0.0
+    top: float = 255.0
+
+    @classmethod
+    def from_knobs(cls, knobs: dict[str, float]) -> "BudgetModel":
+        return cls(coeff_a=knobs["RegTgtCoeffA"], coeff_b=knobs["RegTgtCoeffB"],
+                   coeff_c=knobs["RegTgtCoeffC"], max_threads=knobs["RegTgtMaxThreads"],
+                   threshold=knobs["RegTgtPressureThreshold"])
+
+
+def _segment(y0: float, y1: float, x0: float, x1: float, x: float) -> float:
+    if x1 <= x0:
+        return y1
+    return y0 + (y1 - y0) / (x1 - x0) * (x - x0)
+
+
+def budget_fraction(model: BudgetModel, x: float) -> float:
+    """The seed's piecewise-linear budget fraction at register count ``x``."""
+    xs = [model.x0, model.max_threads, model.threshold, model.top]
+    ys = [model.coeff_a, model.coeff_a, model.coeff_a, model.coeff_b]
+    for i in range(1, len(xs)):           # keep the breakpoints ascending whatever the knobs
+        xs[i] = max(xs[i], xs[i - 1])
+    if x < xs[0]:
+        return ys[0]
+    for i in range(1, 4):
+        if x < xs[i]:
+            return _segment(ys[i - 1], ys[i], xs[i - 1], xs[i], x)
+    return ys[3]
+
+
+def max_warps(sm: SMProfile, regs: int, warp_offset: int = 0) -> int:
+    """Warps per SM that ``regs`` registers per thread allow (module docstring)."""
+    granules = max(1, math.ceil(max(regs, 1) / GRANULE))
+    return max(0, min(sm.max_threads // 32, (sm.regfile // 256) // granules) - warp_offset)
+
+
+def occupancy_weight(model: BudgetModel, sm: SMProfile, warps: int) -> float:
+    """The seed's linear model: C at the lowest occupancy (255 registers), B at the highest."""
+    lo = max_warps(sm, MAX_REGS)
+    hi = sm.max_threads // 32
+    if hi <= lo:
+        return model.coeff_b
+    return model.coeff_c + (model.coeff_b - model.coeff_c) / (hi - lo) * (warps - lo)
+
+
+def launch_limit(sm: SMProfile, directives: dict) -> tuple[int, str]:
+    """The register limit the launch bounds impose, and why."""
+    limit, why = MAX_REGS, "255 (no launch bounds)"
+    threads = 0
+    for key in ("reqntid", "maxntid"):
+        val = directives.get(key)
+        if val:
+            dims = val if isinstance(val, list) else [val]
+            threads = 1
+            for d in dims:
+                threads *= max(1, int(d))
+            break
+    if threads:
+        blocks = directives.get("minnctapersm") or 1
+        if isinstance(blocks, list):
+            blocks = blocks[0]
+        need = max(1, int(blocks)) * math.ceil(threads / 32)
+        r = MAX_REGS
+        while r > 1 and max_warps(sm, r) < need:
+            r -= 1
+        if r < limit:
+            limit = r
+            why = (f"{r} (.{'reqntid' if directives.get('reqntid') else 'maxntid'} {threads}"
+                   f"{f' x {blocks} blocks' if int(blocks) > 1 else ''} must fit: "
+                   f"{need} warps)")
+    maxnreg = directives.get("maxnreg")
+    if maxnreg:
+        n = int(maxnreg[0] if isinstance(maxnreg, list) else maxnreg)
+        if 1 <= n < limit:
+            limit, why = n, f"{n} (.maxnreg)"
+    return limit, why
+
+
+def next_cliff(sm: SMProfile, target: int, floor: int) -> int | None:
+    """The largest register count below ``target`` (and at least ``floor``) that allows more
+    warps than ``target`` does; None when there is none."""
+    w = max_warps(sm, target)
+    r = target - 1
+    while r >= max(floor, 1):
+        if max_warps(sm, r) > w:
+            return r
+        r -= 1
+    return None
+
+
+@dataclass
+class Budget:
+    registers: int
+    reason: str
+    steps: list[str] = field(default_factory=list)
+
+
+def choose_budget(sm: SMProfile, directives: dict, max_live: int, pair_penalty: int,
+                  live_count: int, floor: int, knobs: dict[str, float]) -> Budget:
+    """The register target ``--registers auto`` picks (module docstring)."""
+    model = BudgetModel.from_knobs(knobs)
+    limit, why = launch_limit(sm, directives)
+    floor = max(1, min(floor, limit))
+    demand = pair_penalty + max_live + live_count
+    head = (f"auto: MaxLive {max_live}" + (f" + {pair_penalty} pair" if pair_penalty else "")
+            + (f" + {live_count} ABI" if live_count else "") + f", limit {why}")
+    if demand >= limit:
+        return Budget(limit, f"{head}; demand {demand} >= limit: budget {limit}")
+    # the top of the occupancy step holding the demand
+    w = max_warps(sm, demand)
+    target = demand
+    while target < limit and max_warps(sm, target + 1) == w:
+        target += 1
+    target = max(target, floor)
+    frac = budget_fraction(model, demand)
+    steps = [f"{target} regs -> {max_warps(sm, target)} warps"]
+    stop = "no higher occupancy to reach"
+    while True:
+        t1 = next_cliff(sm, target, floor)
+        if t1 is None:
+            break
+        w1 = max_warps(sm, t1)
+        give = demand - t1
+        allowance = (t1 + 1) * frac * occupancy_weight(model, sm, w1)
+        if give > allowance:
+            stop = (f"{t1} regs ({w1} warps) needs spill: {give} > {allowance:.1f} "
+                    f"= ({t1}+1) x {frac:.2f} x {occupancy_weight(model, sm, w1):.2f}")
+            break
+        steps.append(f"{t1} regs -> {w1} warps (gives up {max(give, 0)} <= {allowance:.1f})")
+        target = t1
+    reason = f"{head}; " + ", ".join(steps) + f"; stop: {stop}; budget {target}"
+    return Budget(target, reason, steps)
