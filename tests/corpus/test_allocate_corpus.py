@@ -35,10 +35,6 @@ MAX_REFUSED = 12
 #: files submitted to the workers ahead of the one being checked
 WINDOW = 6
 
-#: bug (reported): coalescing into a node precolored by the calling convention ignores the
-#: other end's neighbours precolored to the same register; both call-heavy files hit it
-BUG_PRECOLORED = ("bug: coalescing into precolored (convention) nodes merges values that "
-                  "interfere with another node precolored to the same register")
 
 _SPILL_CODE = re.compile(r"//@(?:spill|reload) ")
 _NEEDS = re.compile(r":\d+: function '[^']+': '[^\n]+' needs (\d+(?:\.\d+)?) registers at once")
@@ -210,10 +206,7 @@ def _call_params():
                 out.append(pytest.param(rel, k, id=f"{rel}-K{k}", marks=pytest.mark.skip(
                     reason=f"{rel} is not in the corpus")))
                 continue
-            out.append(pytest.param(entries[rel], k, id=f"{rel}-K{k}",
-                                    marks=pytest.mark.xfail(strict=True,
-                                                            raises=VerificationError,
-                                                            reason=BUG_PRECOLORED)))
+            out.append(pytest.param(entries[rel], k, id=f"{rel}-K{k}"))
     return out
 
 

@@ -28,15 +28,6 @@ BUDGETS = (15, 32, 64, 255)
 REFUSED = {("tensor_sm80", 15): {"_Z6k_wmmaPfPK6__halfS2_i"},
            ("tensor_sm90", 15): {"_Z6k_wmmaPfPK6__halfS2_i"}}
 
-#: bug (reported): coalescing into a node precolored by the calling convention ignores the
-#: other end's neighbours precolored to the same register, so two live values share R0/RD0
-#: (a call argument that stays live after the call, a .func parameter live where the result
-#: is set); with it, .param sizes looked up by name across call sequences (calls_*: a 64-bit
-#: argument bound to the odd pair R1:R2)
-BUG_ABI = ("bug: coalescing into precolored (convention) nodes merges values that interfere "
-           "with another node precolored to the same register")
-KNOWN_BAD = {"calls_sm75", "calls_sm80", "calls_sm90", "loops_sm80", "loops_sm90",
-             "old_abi_call", "saxpy_poly"}
 
 _SPILL = re.compile(r"//@(spill|reload|remat) ")
 _SAVE = re.compile(r"^\s*(st|ld)\.local\.(?:v(\d)\.)?b(\d+)\s[^;]*;\s*//@(save|restore|csave|"
@@ -51,10 +42,7 @@ def _params():
     out = []
     for p in FILES:
         for k in BUDGETS:
-            marks = ()
-            if p.stem in KNOWN_BAD:
-                marks = pytest.mark.xfail(strict=True, raises=VerificationError, reason=BUG_ABI)
-            out.append(pytest.param(p, k, marks=marks, id=f"{_label(p)}-K{k}"))
+            out.append(pytest.param(p, k, id=f"{_label(p)}-K{k}"))
     return out
 
 

@@ -186,16 +186,11 @@ def test_seven_pairs_and_one_register_fill_k15_exactly():
     assert re.search(r"ld\.shared\.u32\s+%R14,", res.ptx)
 
 
-#: bug (reported): the calling convention takes a .param's size from the last declaration of
-#: its name in the function, not the one in scope at the call (alloc/convention.py
-#: _declared_param_sizes), so k_calls' 64-bit argument is bound to the odd pair R1:R2 (%RD1)
-BUG_PARAM_SCOPE = ("bug: .param sizes looked up by name across call sequences bind a 64-bit "
-                   "argument to an odd pair (tests/data/abi/param_scopes.ptx)")
 
 
 @pytest.mark.parametrize("name", [
     "pressure_sm80.ptx", "vectors_sm80.ptx", "hand/many_preds.ptx",
-    pytest.param("calls_sm80.ptx", marks=pytest.mark.xfail(strict=True, reason=BUG_PARAM_SCOPE)),
+    "calls_sm80.ptx",
     "abi/args64.ptx"])
 def test_no_64bit_value_reaches_r14_at_k15(name):
     res = allocate((DATA / name).read_text(), registers=15, verify=False)

@@ -21,16 +21,6 @@ from ptxalloc.target.abi import Convention, assign_arguments, return_register
 ABI = DATA / "abi"
 ABI_FILES = sorted(ABI.glob("*.ptx"))
 
-#: bug (reported): coalescing merges a value into a node precolored by the convention although
-#: the value interferes with another node precolored to the same register (alloc/coalesce.py
-#: checks interference between the two ends only), so two live values share R0: an argument
-#: that stays live after the call (fib's n, args' %r1) is overwritten by the call's result
-BUG_PRECOLORED = ("bug: coalescing into a precolored node ignores neighbours precolored to the "
-                  "same register (values share R0 across calls)")
-#: bug (reported): .param sizes are looked up by name over the whole function, the last
-#: declaration winning, so a .b64 argument of an earlier call sequence is bound to an odd pair
-BUG_PARAM_SCOPE = ("bug: .param sizes looked up by name across call sequences bind a 64-bit "
-                   "argument to an odd pair")
 
 
 def alloc(name: str, k: int, verify: bool = False):
@@ -98,9 +88,11 @@ def test_argument_assignment():
 
 # -- a value live across a call ------------------------------------------------------------
 
-def _around_call(lines: list[str], call_prefix: str):
-    """(saves just before, restores just after) the call starting with ``call_prefix``."""
-    i = next(i for i, ln in enumerate(lines) if ln.startswith(call_prefix))
+def _around_call(lines: list[str], call: str | int):
+    """(saves just before, restores just after) the call starting with ``call`` (a line
+    prefix: its first occurrence) or at line index ``call``."""
+    i = call if isinstance(call, int) else next(
+        i for i, ln in enumerate(lines) if ln.startswith(call))
     before, after = [], []
     j = i - 1
     while "//@save" in lines[j]:
@@ -254,7 +246,6 @@ def test_64bit_arguments_take_even_pairs(k):
     assert_verified(res)
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_PARAM_SCOPE)
 def test_param_size_comes_from_the_declaration_in_scope():
     res = alloc("param_scopes.ptx", 15)
     k = lines_of(fn_result(res, "k_scopes").text)
@@ -264,7 +255,6 @@ def test_param_size_comes_from_the_declaration_in_scope():
 
 # -- recursion and tail calls -------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, raises=Exception, reason=BUG_PRECOLORED)
 def test_recursion_k15_saves_around_both_calls():
     res = alloc("fib.ptx", 15, verify=True)
     fib = fn_result(res, "fib")
@@ -277,14 +267,13 @@ def test_recursion_k15_saves_around_both_calls():
     assert len(calls) == 2
     saved = []
     for c in calls:
-        before, after = _around_call(lines, lines[c])
+        before, after = _around_call(lines, c)
         saved.append({re.search(r"//@save (%\w+)#", ln).group(1) for ln in before})
         assert len(after) == len(before)
     assert saved == [{"%r8"}, {"%r5"}]
     assert_verified(res)
 
 
-@pytest.mark.xfail(strict=True, raises=Exception, reason=BUG_PRECOLORED)
 def test_recursion_k64_uses_callee_saved_registers():
     res = alloc("fib.ptx", 64, verify=True)
     fib = fn_result(res, "fib")
@@ -309,33 +298,28 @@ def test_tail_call_is_detected_and_reported():
 
 # -- R31 and registers beyond the convention's ranges ----------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="spec gap (reported): at K > 32 a call clobbers only "
-                   "R0-R23, so callers keep values in R32+ across calls unsaved, but a .func "
-                   "saves only R24-R30 and writes R32+ without saving them")
 def test_registers_above_r31_are_preserved_across_calls_by_someone():
-    res = alloc("r31.ptx", 64)
+    """R32 and up are caller-saved (docs/decisions.md): a .func may write them without a
+    prologue save, and a caller saves what it keeps there across a call."""
+    res = alloc("r31.ptx", 64, verify=True)
     wide = fn_result(res, "wide")
     written = {int(n) for n in re.findall(r"^\s*[a-z][\w.]*\s+%R(\d+),", wide.text, re.M)}
     csaved = {int(n) for n in re.findall(r"//@csave R(\d+)", wide.text)}
-    assert {n for n in written if n >= 24} <= csaved
+    assert {n for n in written if 24 <= n <= 30} <= csaved
+    many = fn_result(res, "many_live")
+    saved_regs = {int(n) for n in re.findall(
+        r"st\.local\.b(?:32|64)\s+\[[^\]]+\],\s*%RD?(\d+);\s*//@save", many.text)}
+    assert any(r >= 32 for r in saved_regs), many.text
+    assert_verified(res)
 
 
 # -- verification over every ABI file and budget -------------------------------------------
-
-_KNOWN = {"fib.ptx": BUG_PRECOLORED, "args.ptx": BUG_PRECOLORED,
-          "param_scopes.ptx": BUG_PARAM_SCOPE}
-
 
 def _abi_params():
     out = []
     for p in ABI_FILES:
         for k in (15, 32, 64, 255):
-            marks = ()
-            if p.name in _KNOWN:
-                from ptxalloc.errors import VerificationError
-                marks = pytest.mark.xfail(strict=True, raises=VerificationError,
-                                          reason=_KNOWN[p.name])
-            out.append(pytest.param(p, k, marks=marks, id=f"{p.name}-K{k}"))
+            out.append(pytest.param(p, k, id=f"{p.name}-K{k}"))
     return out
 
 

@@ -70,6 +70,21 @@ def _george(p: Problem, a: int, b: int, factor: float) -> bool:
     return True
 
 
+def _fixed_conflict(p: Problem, fixed: int, other: int) -> bool:
+    """Whether merging ``other`` into the precolored node ``fixed`` would put it on a
+    placement another precolored neighbour of ``other`` occupies (two convention registers of
+    different calls, say): precolored placements are never checked again in select."""
+    start = p.fixed.get(fixed)
+    if start is None:
+        return False
+    mask = ((1 << p.shape[fixed].units) - 1) << start
+    for m in bits(p.adj[other]):
+        sm = p.fixed.get(m)
+        if sm is not None and m != fixed and (((1 << p.shape[m].units) - 1) << sm) & mask:
+            return True
+    return False
+
+
 def _into_tuple(p: Problem, d: int, s: int) -> tuple[int, int, int] | None:
     """For a copy between a register tuple's member and a scalar node: (tuple node, scalar
     node, unit offset of that member), when the scalar could share the member's units — same
@@ -135,7 +150,8 @@ def coalesce(p: Problem, factor: float = COALESCE_FACTOR,
                 continue
             if (p.interferes(a, b) or p.shape[a] != p.shape[b] or p.is_group[a]
                     or p.is_group[b] or (a in p.fixed and b in p.fixed
-                                         and p.fixed[a] != p.fixed[b])):
+                                         and p.fixed[a] != p.fixed[b])
+                    or _fixed_conflict(p, a, b) or _fixed_conflict(p, b, a)):
                 continue
             if _briggs(p, a, b, factor) or _george(p, a, b, factor) or \
                     _george(p, b, a, factor):

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from ..ir import build
 from ..ir.cfg import CFG
-from ..ir.instruction import Instruction, Raw, DIRECTIVE
+from ..ir.instruction import DIRECTIVE, SCOPE_CLOSE, SCOPE_OPEN, Instruction, Raw
 from ..ir.module import Function
 from ..ir.operands import Args, Mem, Reg, Sym
 from ..ir.registers import RegClass
@@ -81,18 +81,34 @@ def _whole(offset: str) -> bool:
     return offset in ("", "+0")
 
 
-def _declared_param_sizes(fn: Function, module_decls: list[str]) -> dict[str, int]:
+def _with_param_sizes(fn: Function, module_decls: list[str]):
+    """Each instruction of ``fn`` with the sizes of the ``.param`` symbols declared where it
+    stands: nvcc declares ``param0``, ``param1`` ... afresh, with other sizes, in the scope of
+    every call sequence, so a name means what its innermost declaration says."""
     sizes: dict[str, int] = {}
     for text in module_decls:
         p = parse_param_declaration(text)
         if p is not None:
             sizes[p.name] = p.size
+    stack: list[list[tuple[str, int | None]]] = [[]]
     for s in fn.body:
-        if type(s) is Raw and s.kind == DIRECTIVE and s.text.startswith(".param"):
-            p = parse_param_declaration(s.text)
-            if p is not None:
-                sizes[p.name] = p.size
-    return sizes
+        t = type(s)
+        if t is Instruction:
+            yield s, sizes
+        elif t is Raw:
+            if s.kind == SCOPE_OPEN:
+                stack.append([])
+            elif s.kind == SCOPE_CLOSE and len(stack) > 1:
+                for name, prev in reversed(stack.pop()):
+                    if prev is None:
+                        sizes.pop(name, None)
+                    else:
+                        sizes[name] = prev
+            elif s.kind == DIRECTIVE and s.text.startswith(".param"):
+                p = parse_param_declaration(s.text)
+                if p is not None:
+                    stack[-1].append((p.name, sizes.get(p.name)))
+                    sizes[p.name] = p.size
 
 
 def prepare(fn: Function, conv: Convention, module_decls: list[str],
@@ -108,7 +124,6 @@ def prepare(fn: Function, conv: Convention, module_decls: list[str],
     if not info.active:
         return info
     regs = fn.regs
-    sizes = _declared_param_sizes(fn, module_decls)
     # the function's own parameters and return value
     own_arg: dict[str, int | None] = {}
     if fn.kind == "func" and all(p.space == "param" for p in fn.params):
@@ -122,7 +137,7 @@ def prepare(fn: Function, conv: Convention, module_decls: list[str],
     bind_def: dict[int, int] = {}       # id(ld.param) -> register
     last_store: dict[str, Instruction] = {}
     pending_ret: dict[str, int | None] = {}
-    for ins in instrs:
+    for ins, sizes in _with_param_sizes(fn, module_decls):
         opc = ins.opcode
         if opc.startswith("st.param") and len(ins.ops) == 2:
             pb = _param_base(ins.ops[0])
@@ -338,7 +353,7 @@ def insert_call_saves(fn: Function, cfg: CFG, liveness, start: dict[int, int],
             continue
         post = []
         for v in vs:
-            key = ("call", id(s), v)
+            key = ("save", v)       # one slot per value: a save no call changed is redundant
             state.slot_size[key] = build.width_bytes(regs, v)
             keys.append(key)
             st = build.spill_store(regs, v, state.array, s.line)

@@ -96,9 +96,14 @@ def assign_slots(cfg: CFG, sizes: dict[int, int], array: str) -> int:
         for j in bits(adj[i]):
             if keys[j] in offset:
                 busy.append((offset[keys[j]], offset[keys[j]] + sizes[keys[j]]))
-        off = 0
-        while any(lo < off + size and off < hi for lo, hi in busy):
-            off += size
+        busy.sort()
+        off = 0                     # the lowest aligned offset clear of every busy interval
+        for lo, hi in busy:
+            if hi <= off:
+                continue
+            if lo >= off + size:
+                break
+            off = -(-hi // size) * size
         offset[keys[i]] = off
         frame = max(frame, off + size)
     frame = (frame + 15) // 16 * 16

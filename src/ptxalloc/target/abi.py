@@ -6,7 +6,10 @@
 * Return value: R0, or R0:R1 for 64 bits; larger aggregates by reference.
 * R0-R23 are caller-saved: a call may destroy them. R24-R31 are callee-saved: a function that
   uses one saves it on entry and restores it before every return. R31 is the frame pointer and
-  is never allocated.
+  is never allocated. The seed's convention covers R0-R31; the registers above, R32 and up, are
+  caller-saved too (the project's decision: a callee may use them freely, a caller keeps
+  nothing there across a call without saving it — as with every register the convention does
+  not promise to preserve).
 
 Every range is clipped to the budget: with K registers only R0 .. R(K-1) exist, so with K = 15
 the argument registers are R0-R7, every register is caller-saved and none is callee-saved; with
@@ -48,10 +51,19 @@ class Convention:
     def reserves_frame_pointer(self) -> bool:
         return self.k > FRAME_POINTER
 
+    @property
+    def upper_caller_saved(self) -> range:
+        """R32 and up, caller-saved as well (outside the seed's R0-R31)."""
+        return range(32, max(32, self.k))
+
     def caller_saved_units(self) -> int:
-        """Unit mask of the caller-saved registers (two units per register)."""
-        r = self.caller_saved
-        return ((1 << (2 * len(r))) - 1) << (2 * r.start) if len(r) else 0
+        """Unit mask of the caller-saved registers (two units per register): R0-R23 and R32
+        and up, clipped to the budget."""
+        mask = 0
+        for r in (self.caller_saved, self.upper_caller_saved):
+            if len(r):
+                mask |= ((1 << (2 * len(r))) - 1) << (2 * r.start)
+        return mask
 
     def callee_saved_units(self) -> int:
         r = self.callee_saved

@@ -100,8 +100,10 @@ _FIXED_SPECIAL = re.compile(
     r"|is_explicit_cluster|total_smem_size|aggr_smem_size|dynamic_smem_size)(?:\.[xyzw])?$")
 
 #: The calling convention (SPEC section 7, seed 003): R0-R23 caller-saved, R24-R30
-#: callee-saved, R31 the frame pointer; clipped to the budget.
+#: callee-saved, R31 the frame pointer; R32 and up caller-saved too (docs/allocated-ptx.md);
+#: clipped to the budget.
 _CALLER_SAVED = range(0, 24)
+_UPPER_CALLER_SAVED_FROM = 32
 _CALLEE_SAVED = range(24, 31)
 _FRAME_POINTER = 31
 
@@ -261,6 +263,7 @@ class FunctionChecker:
         codes: dict[tuple, int] = {}
         self.vcode = [codes.setdefault((c, n), len(codes))
                       for c, n in zip(self.oclass, self.oregs.vec)]
+        self.seen: set[int] = set()     # values some location may hold (else no kill needed)
         self.gkt: dict[int, tuple] = {}     # original instruction's event -> (gen, kill,
                                             # touched) bitsets of original values
         self._aloc_cache: dict[tuple, int] = {}
@@ -740,7 +743,8 @@ class FunctionChecker:
                 k0 = self.gkt[idx][1]
                 self.gkt[idx] = (gen, k0, gen | k0)
             elif base == "call" and self.abi:
-                clobber = tuple(self._reg_loc(r) for r in _CALLER_SAVED if r < self.budget)
+                clobber = tuple(self._reg_loc(r) for r in (*_CALLER_SAVED, *range(
+                    _UPPER_CALLER_SAVED_FROM, self.budget)) if r < self.budget)
             elif base in ("wgmma", "tcgen05"):
                 got = isa.async_operands(o)
                 if got is not None:
@@ -973,8 +977,10 @@ class FunctionChecker:
         undef = self.undef0
         for v in self.in_params:
             held[self.locs.pinned(self.oregs.names[v])] = frozenset((v,))
+            self.seen.add(v)
         for r, e in self.callee_values.items():
             held[self._reg_loc(r)] = undef | {e}
+            self.seen.add(e)
         return _State(held, undef, frozenset())
 
     def _dataflow(self) -> None:
@@ -1022,6 +1028,7 @@ class FunctionChecker:
         held = st.held
         dead_of = self.dead_of
         copy_live = self.copy_live
+        seen = self.seen
         for ev in evs:
             kind = ev[0]
             if kind == _ORIG:
@@ -1046,10 +1053,11 @@ class FunctionChecker:
                         self._multi_def(st, defs, guarded, dead)
                     else:
                         loc, v = defs[0]
-                        self._kill_set(st, dead | {v} if dead else frozenset((v,)))
+                        if v in seen or v in st.undef:
+                            self._kill_set(st, frozenset((v,)))
+                        else:
+                            seen.add(v)
                         self._write(st, loc, _EMPTY if v in dead else frozenset((v,)))
-                elif dead:
-                    self._kill_set(st, dead)
                 if asyn is not None:
                     alocs, wait, _ = asyn
                     line = self.sites[idx][1]
@@ -1068,6 +1076,7 @@ class FunctionChecker:
                 _, idx, dst, v = ev
                 if st.pending:
                     self._check_pending(st, idx, ((dst, v),), None, "", True)
+                seen.add(v)
                 self._write(st, dst, frozenset((v,)))
             elif kind == _RCOPY:
                 _, idx, loc, d, s = ev
@@ -1083,6 +1092,7 @@ class FunctionChecker:
                     if hs is None:
                         hs = st.undef
                     held[loc] = hs | {d}
+                    seen.add(d)
                 if dead:
                     self._kill_set(st, dead)
             elif kind == _RDEF:
@@ -1112,6 +1122,7 @@ class FunctionChecker:
 
     def _kill_set(self, st: _State, ks: frozenset) -> None:
         """Every value of ``ks`` is redefined or dead: no location holds it any more."""
+        self.seen.update(ks)
         held = st.held
         undef = st.undef
         empty = None
