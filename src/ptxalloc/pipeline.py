@@ -69,12 +69,15 @@ def auto_budget(fn, sm: SMProfile, knobs: dict[str, float] | None = None):
     return choose_budget(sm, fn.directives, max_live, pair_penalty, 0, floor, resolve(knobs))
 
 
-def allocate_module(module: Module, registers: int | str = 15, allocator: str = "briggs",
+def allocate_module(module: Module, registers: int | str = 15, allocator: str | None = None,
                     arch: str | None = None, function: str | None = None,
                     verify: bool = True, options: Options | None = None) -> ModuleResult:
+    """Allocate the functions of a module; ``allocator`` (default: ``options.allocator``,
+    else briggs) picks the allocator."""
     sm = profile_for(arch, module.sm)
-    options = options or Options(allocator=allocator)
-    options.allocator = allocator
+    options = options or Options()
+    if allocator is not None:
+        options.allocator = allocator
     if registers != "auto" and not isinstance(registers, int):
         raise UsageError(f"registers must be a number from 1 to 255 or 'auto', not "
                          f"'{registers}'")

@@ -33,6 +33,7 @@ from ..analysis import analyze_function
 from ..analysis.liveness import Liveness
 from ..analysis.tuples import find_tuples
 from ..errors import AllocationError
+from ..ir import isa
 from ..ir.build import width_bytes
 from ..ir.cfg import CFG
 from ..ir.module import Function
@@ -127,14 +128,20 @@ def _pack(shapes: list, regfile: RegFile) -> bool:
     return True
 
 
-def check_feasible(fn: Function, regfile: RegFile, pinned: set[int]) -> None:
-    """Refuse a budget that one instruction's operands alone exceed (SPEC section 2)."""
+def check_feasible(fn: Function, regfile: RegFile, pinned: set[int],
+                   name: Callable[[int], str]) -> None:
+    """Refuse a budget that one instruction's operands alone exceed (SPEC section 2). The
+    instructions that carry register tuples are checked first, so that a tuple too wide for
+    the budget is blamed on the tensor or vector instruction that needs it, not on a ``mov``
+    that merely writes one member; ``name`` gives registers their names in the input."""
     regs = fn.regs
     group_shape = {}
     for g in find_tuples(fn).groups:
         for v, _ in g.members:
             group_shape[v] = (id(g), g.shape)
-    for ins in fn.instructions():
+    instrs = fn.instructions()
+    instrs.sort(key=lambda ins: not isa.tuple_operands(ins, regs))      # stable
+    for ins in instrs:
         for values in (ins.uses, ins.defs):
             shapes = []
             seen = set()
@@ -151,10 +158,14 @@ def check_feasible(fn: Function, regfile: RegFile, pinned: set[int]) -> None:
                 shapes.append(shape)
             if shapes and not _pack(shapes, regfile):
                 need = sum(s.units for s in shapes) / 2
+                tuples = [s for s in shapes if s.units > 8 or str(s).startswith("TUPLE")]
+                what = (f"{len(shapes)} operand(s), among them a {tuples[0].units / 2:g}-register "
+                        f"tuple aligned to {tuples[0].align // 2}" if tuples else
+                        f"{len(shapes)} operand(s)")
                 raise AllocationError(
                     f"{fn.filename}:{ins.line}: function '{fn.name}': "
-                    f"'{ins.render(regs.names.__getitem__)}' needs {need:g} registers at once "
-                    f"({len(shapes)} operand(s)), more than the budget of {regfile.k} allows")
+                    f"'{ins.render(name)}' needs {need:g} registers at once ({what}), more than "
+                    f"the budget of {regfile.k} allows")
 
 
 def _spillable(problem: Problem, node: int, unspillable: set[int]) -> list[int]:
@@ -189,14 +200,26 @@ def _relieve(problem: Problem, coloring: Coloring, node: int,
     return set(best[1]) if best else set()
 
 
-def _stuck_message(fn: Function, problem: Problem, node: int, budget: int) -> str:
+def _stuck_message(fn: Function, problem: Problem, node: int, budget: int,
+                   name: Callable[[int], str]) -> str:
     v = problem.members[node][0]
     for ins in fn.instructions():
         if v in ins.defs or v in ins.uses:
             return (f"{fn.filename}:{ins.line}: function '{fn.name}': cannot allocate "
-                    f"'{ins.render(fn.regs.names.__getitem__)}' within {budget} registers: its "
-                    f"operands and the values that must stay live across it do not fit")
+                    f"'{ins.render(name)}' within {budget} registers: its operands and the "
+                    f"values that must stay live across it (registers bound by the calling "
+                    f"convention, registers of asynchronous tensor instructions) do not fit")
     return f"function '{fn.name}': cannot allocate within {budget} registers"
+
+
+def _original_names(fn: Function, origin_of: dict[int, int]) -> Callable[[int], str]:
+    """Register id of the working function -> the name of the value it carries in the input
+    (spill temporaries and copies have internal names)."""
+    names = fn.regs.names
+
+    def name(v: int) -> str:
+        return names[origin_of.get(v, v)]
+    return name
 
 
 def _callee_saved_preference(analysis, conv: Convention, info) -> dict[int, int]:
@@ -240,7 +263,8 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         in_flight = bind_async_waits(work)
         info = convention.prepare(work, conv, module_decls or [], origin_of)
         regfile = RegFile(budget, reserved=convention.callee_saved_reserved(conv, info, work))
-        check_feasible(work, regfile, pinned)
+        original_name = _original_names(fn, origin_of)
+        check_feasible(work, regfile, pinned, original_name)
         state = SpillState(SPILL_ARRAY, origin_of)
         state.no_spill |= in_flight
         t = tick("legalize", t)
@@ -277,7 +301,8 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
                 if not members:
                     members = _relieve(problem, coloring, node, unspillable)
                     if not members:
-                        raise AllocationError(_stuck_message(work, problem, node, budget))
+                        raise AllocationError(_stuck_message(work, problem, node, budget,
+                                                             original_name))
                 to_spill.update(members)
             work = rewrite_spills(work, to_spill, remat, state)
             t = tick("spill", t)
