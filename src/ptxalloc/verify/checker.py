@@ -263,7 +263,6 @@ class FunctionChecker:
         codes: dict[tuple, int] = {}
         self.vcode = [codes.setdefault((c, n), len(codes))
                       for c, n in zip(self.oclass, self.oregs.vec)]
-        self.seen: set[int] = set()     # values some location may hold (else no kill needed)
         self.gkt: dict[int, tuple] = {}     # original instruction's event -> (gen, kill,
                                             # touched) bitsets of original values
         self._aloc_cache: dict[tuple, int] = {}
@@ -977,10 +976,8 @@ class FunctionChecker:
         undef = self.undef0
         for v in self.in_params:
             held[self.locs.pinned(self.oregs.names[v])] = frozenset((v,))
-            self.seen.add(v)
         for r, e in self.callee_values.items():
             held[self._reg_loc(r)] = undef | {e}
-            self.seen.add(e)
         return _State(held, undef, frozenset())
 
     def _dataflow(self) -> None:
@@ -1028,7 +1025,6 @@ class FunctionChecker:
         held = st.held
         dead_of = self.dead_of
         copy_live = self.copy_live
-        seen = self.seen
         for ev in evs:
             kind = ev[0]
             if kind == _ORIG:
@@ -1053,11 +1049,10 @@ class FunctionChecker:
                         self._multi_def(st, defs, guarded, dead)
                     else:
                         loc, v = defs[0]
-                        if v in seen or v in st.undef:
-                            self._kill_set(st, frozenset((v,)))
-                        else:
-                            seen.add(v)
+                        self._kill_set(st, dead | {v} if dead else frozenset((v,)))
                         self._write(st, loc, _EMPTY if v in dead else frozenset((v,)))
+                elif dead:
+                    self._kill_set(st, dead)
                 if asyn is not None:
                     alocs, wait, _ = asyn
                     line = self.sites[idx][1]
@@ -1076,7 +1071,6 @@ class FunctionChecker:
                 _, idx, dst, v = ev
                 if st.pending:
                     self._check_pending(st, idx, ((dst, v),), None, "", True)
-                seen.add(v)
                 self._write(st, dst, frozenset((v,)))
             elif kind == _RCOPY:
                 _, idx, loc, d, s = ev
@@ -1092,7 +1086,6 @@ class FunctionChecker:
                     if hs is None:
                         hs = st.undef
                     held[loc] = hs | {d}
-                    seen.add(d)
                 if dead:
                     self._kill_set(st, dead)
             elif kind == _RDEF:
@@ -1122,7 +1115,6 @@ class FunctionChecker:
 
     def _kill_set(self, st: _State, ks: frozenset) -> None:
         """Every value of ``ks`` is redefined or dead: no location holds it any more."""
-        self.seen.update(ks)
         held = st.held
         undef = st.undef
         empty = None
