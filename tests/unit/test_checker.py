@@ -784,24 +784,13 @@ FILES = sorted(DATA.glob("*.ptx")) + sorted((DATA / "hand").glob("*.ptx"))
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_every_allocation_of_the_project_ptx_is_proven(path, budget):
     """Through ``allocate`` (which verifies) and through the two-file checker: proven, or the
-    allocation refused; a refutation names a known allocator bug (reported, see issue 5)."""
+    allocation refused."""
     module = parse_file(str(path))
     for fn in module.functions:
         try:
             result = allocate_module(module, budget, function=fn.name, verify=False)
         except AllocationError:
             continue
-        try:
-            verify_module_text(module, result.ptx, result.functions)
-        except VerificationError as e:
-            if path.stem in KNOWN_ALLOCATOR_BUGS:
-                pytest.xfail(f"allocator bug (reported): {e}")
-            raise
+        verify_module_text(module, result.ptx, result.functions)
         assert result.functions[0].verified is True
         verify_modules(module, parse_allocated(result.ptx))
-
-
-#: files on which the allocator's calling-convention code still produces wrong allocations
-#: (values sharing R0 with the argument/result registers; odd 64-bit pairs)
-KNOWN_ALLOCATOR_BUGS = {"calls_sm75", "calls_sm80", "calls_sm90", "loops_sm80", "loops_sm90",
-                        "old_abi_call"}
