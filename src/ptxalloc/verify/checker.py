@@ -271,7 +271,7 @@ class FunctionChecker:
                                    self.budget, header.get("arch", "?"))
         # instruction index -> (allocated instruction or removed text, line, original)
         self.sites: list[tuple] = []
-        self.descs: list[list[str]] = []
+        self.specials: list[str] = []
 
     # -- messages --
 
@@ -670,58 +670,75 @@ class FunctionChecker:
             raise self.fail_at(idx, "the guard differs from the original's")
         if len(o.ops) != len(a.ops):
             raise self.fail_at(idx, "the operands differ from the original's")
-        pairs: list = []
         vecs: dict[int, Vec] = {}
         roles = o.roles
         aops = a.ops
         nroles = len(roles)
+        cache = self._aloc_cache
+        vcode = self.vcode
+        uses = []
+        defs = []
+        gen = kill = 0
+        pairs = None
         for i, x in enumerate(o.ops):
             y = aops[i]
             tx = type(x)
             if tx is Reg:                         # the common cases first
-                if type(y) is Reg and x.comp == y.comp:
-                    pairs.append((x, y, roles[i] if i < nroles else USE, i, -1))
-                    continue
-            elif tx is Imm or tx is Sym:
+                if type(y) is not Reg or x.comp != y.comp:
+                    raise self.fail_at(idx, f"operand {i + 1} differs from the original's "
+                                            f"'{x.render(self.oregs.names.__getitem__)}'")
+                v = x.v
+                loc = cache.get((y.v << 12) | vcode[v]) if not x.comp else None
+                if loc is None:
+                    loc = self.value_loc(y.v, v, x.comp, f"operand {i + 1}", idx)
+                role = roles[i] if i < nroles else USE
+                code = i << 6
+                if role & DEF:
+                    defs.append((loc, v))
+                    kill |= 1 << v
+                    if x.comp:
+                        uses.append((loc, v, code))
+                        gen |= 1 << v
+                if role & USE:
+                    uses.append((loc, v, code))
+                    gen |= 1 << v
+                continue
+            if tx is Imm or tx is Sym:
                 if type(y) is tx and x.text == y.text:
                     continue
-            elif _pair(x, y, USE if tx is Mem else (roles[i] if i < nroles else USE), i, -1,
-                       pairs, vecs):
-                continue
+            else:
+                if pairs is None:
+                    pairs = []
+                if _pair(x, y, USE if tx is Mem else (roles[i] if i < nroles else USE), i, -1,
+                         pairs, vecs):
+                    continue
             raise self.fail_at(idx, f"operand {i + 1} differs from the original's "
                                     f"'{x.render(self.oregs.names.__getitem__)}'")
-        uses = []
-        defs = []
-        descs = []
-        cache = self._aloc_cache
-        vcode = self.vcode
-        gen = kill = 0
-        for x, y, role, i, member in pairs:
-            v = x.v
-            comp = x.comp
-            loc = cache.get((y.v << 12) | vcode[v]) if not comp else None
-            if loc is None:
-                where = f"operand {i + 1}" + (f" member {member + 1}" if member >= 0 else "")
-                loc = self.value_loc(y.v, v, comp, where, idx)
-            if role & DEF:
-                defs.append((loc, v))
-                kill |= 1 << v
-                if comp:
-                    uses.append((loc, v, len(descs)))
+        if pairs:
+            for x, y, role, i, member in pairs:
+                v = x.v
+                comp = x.comp
+                loc = cache.get((y.v << 12) | vcode[v]) if not comp else None
+                if loc is None:
+                    where = f"operand {i + 1}" + (f" member {member + 1}" if member >= 0 else "")
+                    loc = self.value_loc(y.v, v, comp, where, idx)
+                code = (i << 6) | (member + 1)
+                if role & DEF:
+                    defs.append((loc, v))
+                    kill |= 1 << v
+                    if comp:
+                        uses.append((loc, v, code))
+                        gen |= 1 << v
+                if role & USE:
+                    uses.append((loc, v, code))
                     gen |= 1 << v
-            if role & USE:
-                uses.append((loc, v, len(descs)))
-                gen |= 1 << v
-            descs.append((i, member))
         if o.guard >= 0:
             loc = self.value_loc(a.guard, o.guard, "", "guard", idx)
-            uses.append((loc, o.guard, len(descs)))
-            descs.append("guard")
+            uses.append((loc, o.guard, -1))
             gen |= 1 << o.guard
             self.gkt[idx] = (gen, 0, gen | kill)        # a guarded definition does not kill
         else:
             self.gkt[idx] = (gen, kill, gen | kill)
-        self.descs.append(descs)
         if vecs:
             for vec, align in isa.tuple_operands(o, self.oregs):
                 self._check_tuple(vec, vecs.get(id(vec)), align, idx)
@@ -733,12 +750,12 @@ class FunctionChecker:
             base = opc.partition(".")[0]
             if base == "ret" and (self.ret_uses or self.callee_values):
                 for v in self.ret_uses:
-                    uses.append((self.locs.pinned(self.oregs.names[v]), v, len(descs)))
-                    descs.append(f"return parameter {self.oregs.names[v]}")
+                    uses.append((self.locs.pinned(self.oregs.names[v]), v,
+                                 self._special(f"return parameter {self.oregs.names[v]}")))
                     gen |= 1 << v
                 for r, e in self.callee_values.items():
-                    uses.append((self._reg_loc(r), e, len(descs)))
-                    descs.append(f"callee-saved R{r} (its value at entry)")
+                    uses.append((self._reg_loc(r), e,
+                                 self._special(f"callee-saved R{r} (its value at entry)")))
                 k0 = self.gkt[idx][1]
                 self.gkt[idx] = (gen, k0, gen | k0)
             elif base == "call" and self.abi:
@@ -807,6 +824,21 @@ class FunctionChecker:
             raise self.fail_at(idx, f"register tuple {names} runs past the budget of "
                                     f"{self.budget} registers")
 
+    def _special(self, text: str) -> int:
+        """A code naming a use that is no operand (for messages)."""
+        self.specials.append(text)
+        return -1 - len(self.specials)
+
+    def _desc(self, code: int) -> str:
+        """The operand a use code names: ``i << 6 | member + 1``, -1 the guard, below that a
+        special use."""
+        if code == -1:
+            return "guard"
+        if code < -1:
+            return self.specials[-2 - code]
+        i, member = code >> 6, (code & 63) - 1
+        return f"operand {i + 1}" + (f" member {member + 1}" if member >= 0 else "")
+
     def _reg_loc(self, r: int) -> int:
         return self.locs.register(Placement("R", r, GPR, 2 * r, 2), f"%{self.stem}R{r}")
 
@@ -829,7 +861,6 @@ class FunctionChecker:
         self._check_decl(reg.v, p, "register", idx)
         rloc = self._reg_loc(r)
         slot = self.slot_loc(mem, 4, idx)
-        self.descs.append([])
         if kind == "csave":
             return (_COPY, idx, rloc, slot, e, f"callee-saved R{r} save")
         return (_COPY, idx, slot, rloc, e, f"callee-saved R{r} restore")
@@ -870,7 +901,6 @@ class FunctionChecker:
                 raise self.fail_at(idx, f"the {kind}ed register is not a plain register")
             slot = self.slot_loc(mem, width_bits // 8, idx)
             rloc = self.value_loc(reg.v, v, "", "register", idx, home)
-            self.descs.append([])
             what = {"spill": "spill store", "reload": "reload", "save": "save before a call",
                     "restore": "restore after a call"}[kind]
             if store:
@@ -886,7 +916,6 @@ class FunctionChecker:
                                         f"dst, src'")
             dst = self.value_loc(ops[0].v, v, "", "destination", idx, home)
             src = self.value_loc(ops[1].v, v, "", "source", idx, home)
-            self.descs.append([])
             return (_COPY, idx, src, dst, v, "move")
         if kind in ("pspill", "preload"):
             if cls != "PRED":
@@ -906,11 +935,9 @@ class FunctionChecker:
             if kind == "pspill":
                 home = self.value_loc(ops[0].v, v, "", "home register", idx, "GPR32")
                 pred = self.value_loc(ops[3].v, v, "", "predicate", idx)
-                self.descs.append([])
                 return (_COPY, idx, pred, home, v, "predicate save")
             pred = self.value_loc(ops[0].v, v, "", "predicate", idx)
             home = self.value_loc(ops[1].v, v, "", "home register", idx, "GPR32")
-            self.descs.append([])
             return (_COPY, idx, home, pred, v, "predicate restore")
         # remat
         d = self.defs_of.get(v, [])
@@ -929,11 +956,9 @@ class FunctionChecker:
                                     f"definition '{o.render(self.oregs.names.__getitem__)}' "
                                     f"(original line {o.line}) with another destination")
         dst = self.value_loc(a.ops[0].v, v, "", "destination", idx)
-        self.descs.append([])
         return (_REMAT, idx, dst, v)
 
     def _removed(self, o: Instruction, text: str, idx: int) -> tuple:
-        self.descs.append([])
         body = text[len(_REMOVED):].strip()
         names = _match_rendering(o, body)
         if names is None:
@@ -1036,7 +1061,7 @@ class FunctionChecker:
                     if hs is None:
                         hs = undef
                     if v not in hs:
-                        self._use_error(st, idx, loc, v, _desc(self.descs[idx][k]))
+                        self._use_error(st, idx, loc, v, self._desc(k))
                 if st.pending:
                     self._check_pending(st, idx, defs, asyn, opcode, False)
                 if wait_clear is not None and st.pending:
@@ -1222,13 +1247,6 @@ class FunctionChecker:
                     break
         raise self.fail_at(idx, f"{what} of {self.vname(v)} reads {name}, which holds "
                                 f"{self.show(st, src)}{extra}{self.hint(st, v, src)}")
-
-
-def _desc(d) -> str:
-    if type(d) is str:
-        return d
-    i, member = d
-    return f"operand {i + 1}" + (f" member {member + 1}" if member >= 0 else "")
 
 
 def _bitset(x: int) -> frozenset:
