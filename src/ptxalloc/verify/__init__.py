@@ -84,6 +84,10 @@ def _verify_module_text(module: Module, text: str, results) -> list[FunctionProo
         if header is None:
             raise VerificationError(f"function '{r.name}': the allocated PTX carries no "
                                     f"//@ptxalloc header")
+        budget = getattr(r, "budget", None)
+        if budget is not None and header.get("budget") != str(budget):
+            raise VerificationError(f"function '{r.name}': the header says budget="
+                                    f"{header.get('budget')}, the allocation was for {budget}")
         proof = check_function(orig, fn, header)
         r.verified = True
         elapsed = time.perf_counter() - t1
