@@ -2,10 +2,11 @@
 computes (SPEC section 9, issue 5), in the manner of regalloc2's ``src/checker.rs``.
 
 It reads two functions — the original (virtual registers) and the allocated one as parsed back
-from the emitted PTX — and shares no code with the allocators: it uses the parser, the IR, the
-ISA table (which operands an instruction defines and uses, which vectors are register tuples)
-and the CFG, and nothing of ``analysis``, ``alloc``, ``spill`` or ``target``. Its liveness and
-its decoding of physical names (:mod:`.locations`) are its own.
+from the emitted PTX — and shares no code with the allocators: it uses the parser, the IR and
+the ISA table (which operands an instruction defines and uses, which vectors are register
+tuples, which registers an asynchronous instruction keeps using), and nothing of ``analysis``,
+``alloc``, ``spill`` or ``target``. Its basic blocks (:mod:`.blocks`), its liveness and its
+decoding of physical names (:mod:`.locations`) are its own. docs/checker.md sums it up.
 
 Matching
 --------
@@ -15,7 +16,9 @@ register operand replaced by a physical location of the right class; a ``//@remo
 line consumes the next original instruction; labels and directives must sit where the original
 has them. The rest are inserted instructions (docs/allocated-ptx.md): ``//@spill`` stores,
 ``//@reload`` loads, ``//@move`` copies, ``//@pspill``/``//@preload`` predicate saves and
-restores, and ``//@remat`` recomputations, each of its one documented form.
+restores, ``//@remat`` recomputations, and for the calling convention ``//@save``/``//@restore``
+around calls and ``//@csave``/``//@crestore`` of callee-saved registers, each of its one
+documented form.
 
 The dataflow
 ------------
@@ -35,9 +38,13 @@ already a failure of the fixpoint — the checker stops at the first.
   section 3; found by the checker's own liveness) are held by every location at entry until it
   is written. An old-ABI ``.reg`` parameter holds its value at entry; at ``ret`` each ``.reg``
   return parameter must hold its value.
-* Copies — ``//@move``, ``//@spill`` (register to slot), ``//@reload`` (slot to register),
-  ``//@pspill`` (``selp.u32 R, 1, 0, P``), ``//@preload`` (``setp.ne.u32 P, R, 0``) — give the
-  destination the source's whole value set; the source must hold the annotated value.
+* Copies — ``//@move``, ``//@spill``/``//@save`` (register to slot), ``//@reload``/
+  ``//@restore`` (slot to register), ``//@pspill`` (``selp.u32 R, 1, 0, P``), ``//@preload``
+  (``setp.ne.u32 P, R, 0``), ``//@csave``/``//@crestore`` — give the destination the source's
+  whole value set; the source must hold the annotated value where that value is live after the
+  copy (copying a dead value is harmless).
+* Values dead in the original are dropped from the state at their last use and on entry to a
+  block where they are dead: no use can look for them, and the states stay small.
 * ``//@remat v``: the instruction must equal v's unique, unguarded definition in the original,
   except for its destination, and that definition must read no register and have no side
   effect (``mov``/``cvta`` of an immediate, a symbol or a per-thread constant special register);
@@ -46,7 +53,9 @@ already a failure of the fixpoint — the checker stops at the first.
   it holds d as well (d is removed elsewhere). Or the definition of a rematerialized value, of
   the same pure form: afterwards v is held nowhere.
 * With ``abi=1`` in the header (the calling convention of SPEC section 7) a ``call`` destroys
-  the caller-saved registers R0-R23.
+  the caller-saved registers (R0-R23, R32 and up), and at each ``ret`` of a ``.func`` every
+  callee-saved register (R24-R30) must hold its value at entry; R31, the frame pointer, is
+  never allocated.
 * Asynchronous instructions (``wgmma.mma_async``, ``tcgen05.ld``/``st``; the ISA table's
   ``async_operands``) keep their registers in use until their wait (``wgmma.wait_group 0``,
   ``tcgen05.wait::ld``/``::st``): meanwhile an inserted instruction may not touch those units,
