@@ -183,11 +183,11 @@ def test_secondary_breaks_ties_among_legal_slots():
     primary, secondary, slots = core.histograms(0, occ, start, NOSPILL)
     assert [primary[s] for s in slots] == [HARD, 0, 0, 0]
     assert [secondary[s] for s in slots[1:]] == [0, 0, -1]
-    # a bank-conflict partner in R1's bank pushes v3 from R1 to R2
+    # no bank term (ptxas's bank-aware mode is off by default): a bank partner changes nothing
     q = make_problem(4, [R32, R32, R32], edges=[(0, 1)], bank=[(0, 2)])
     qc = FatPoint(q, GPR)
     qs = {1: 0, 2: 2}
-    assert qc.choose(0, _assign(qc, qs), qs, NOSPILL) == (4, 0)
+    assert qc.choose(0, _assign(qc, qs), qs, NOSPILL) == (2, 0)
 
 
 def test_conflicts_are_discarded_only_in_spill_mode_and_below_the_threshold():
@@ -346,7 +346,9 @@ def test_knobs_reach_the_allocator():
     a = allocate(text, 5, "fatpoint", knobs={"RegAllocNumNonSpillTrials": 0})
     b = allocate(text, 5, "fatpoint", knobs={"RegAllocNumNonSpillTrials": 3})
     assert a.functions[0].verified and b.functions[0].verified
-    assert a.functions[0].extra["fatpoint_attempts"] < b.functions[0].extra["fatpoint_attempts"]
+    # the first round: without retries only the NOSPILL attempt, with them SPILL retries too
+    assert "SPILL@" not in a.functions[0].notes[0].replace("NOSPILL@", "")
+    assert "SPILL@" in b.functions[0].notes[0].replace("NOSPILL@", "")
     with pytest.raises(UsageError, match="unknown knob 'NoSuchKnob'.*RegAllocNumNonSpillTrials"):
         allocate(text, 5, "fatpoint", knobs={"NoSuchKnob": 1})
 

@@ -17,11 +17,10 @@ is a placement's start unit:
   slot counts ``HARD``, above every threshold;
 * **secondary[s]** — the tie-break cost: the spill costs of the conflicting nodes (the seed's
   secondary spill cost, vreg+76), plus ``PREFER_COST`` when the slot lies outside the node's
-  preferred registers (callee-saved ones for a value live across calls, SPEC section 7), plus
-  one when an already-assigned bank-conflict partner sits in the slot's bank (seed 000's soft
-  bank edges, as briggs weighs them), minus the block frequency of every copy whose other end
-  already sits where this slot would make the copy vanish (the seed's pre-allocated candidate,
-  sub_950100).
+  preferred registers (callee-saved ones for a value live across calls, SPEC section 7), minus
+  the block frequency of every copy whose other end already sits where this slot would make
+  the copy vanish (the seed's pre-allocated candidate, sub_950100). There is no bank term:
+  ptxas's bank-aware allocation (knob 627, allocator state +1591) is off by default.
 
 The scan skips slots whose primary count exceeds the discard threshold (knob
 ``RegAllocThresholdForDiscardConflicts``, 684, default 50); the minimum primary count wins and
@@ -70,8 +69,8 @@ from typing import TYPE_CHECKING
 from ..target.units import GPR, PRED, Shape, blocking_weight
 from ..util import bits
 from . import knobs as knob_table
-from .briggs import BANKS, Coloring
-from .fatpoint_guidance import spill_guidance
+from .briggs import Coloring
+from .fatpoint_guidance import excess_points, spill_guidance
 from .fatpoint_order import LOWCONF, LOWLATE, order
 from .problem import Problem
 from .session import Session
@@ -149,14 +148,24 @@ class FatPoint:
         self.size = p.regfile.size(Shape(file, 1, 1))
         self._slots: dict[Shape, list[tuple[int, tuple[int, ...]]]] = {}
         self._slot_index: dict[Shape, dict[int, tuple[int, ...]]] = {}
-        hard = 0
-        for n in p.fixed:
-            hard |= 1 << n
-        for n in p.members:
-            if math.isinf(p.cost[n]):
-                hard |= 1 << n
-        self.hard_mask = hard
+        self._hard: int | None = None
         self._moves: dict[int, list[tuple[int, int, float]]] | None = None
+        self._plain: set[int] | None = None
+
+    @property
+    def hard_mask(self) -> int:
+        """The nodes no conflict may evict: precolored and unspillable ones."""
+        if self._hard is None:
+            p = self.p
+            hard = 0
+            for n in p.fixed:
+                hard |= 1 << n
+            cost = p.cost
+            for n in p.members:
+                if math.isinf(cost[n]):
+                    hard |= 1 << n
+            self._hard = hard
+        return self._hard
 
     # -- the slots and the secondary terms --
 
@@ -191,42 +200,36 @@ class FatPoint:
             self._moves = out
         return self._moves
 
-    def preferences(self, n: int, start: dict[int, int]) -> tuple[dict[int, float], set[int]]:
-        """The secondary terms of ``n``: copy bonuses by slot (negative) and the banks of its
-        assigned bank-conflict partners (the preferred registers are ``p.prefer[n]``)."""
+    def plain(self) -> set[int]:
+        """The nodes whose secondary cost is 0 wherever they are legal: no copy partner and
+        no preferred registers."""
+        if self._plain is None:
+            moves = self.move_partners()
+            prefer = self.p.prefer
+            self._plain = {n for n in self.nodes if n not in moves and n not in prefer}
+        return self._plain
+
+    def bonuses(self, n: int, start: dict[int, int]) -> dict[int, float]:
+        """The copy bonuses of ``n`` by slot (negative): the block frequency of each copy whose
+        other end is assigned where this slot makes the copy vanish."""
         bonus: dict[int, float] = {}
-        for m, delta, w in self.move_partners().get(n, ()):
-            sm = start.get(m)
-            if sm is not None:
-                s = sm + delta
-                bonus[s] = bonus.get(s, 0.0) - w
-        banks: set[int] = set()
-        if self.file == GPR:
-            p = self.p
-            bank_adj = p.analysis.graph.bank_adj
-            partners = 0
-            for v in p.members[n]:
-                partners |= bank_adj[v]
-            if partners:
-                for r in bits(partners):
-                    if r in p.pinned:
-                        continue
-                    m = p.find(r)
-                    sm = start.get(m)
-                    if sm is not None and m != n:
-                        banks.add((sm + p.offset[r]) // 2 % BANKS)
-        return bonus, banks
+        moves = self.move_partners().get(n)
+        if moves:
+            for m, delta, w in moves:
+                sm = start.get(m)
+                if sm is not None:
+                    s = sm + delta
+                    bonus[s] = bonus.get(s, 0.0) - w
+        return bonus
 
     # -- the histograms (reference) and the scan (production) --
 
-    def soft_cost(self, s: int, units: tuple[int, ...], bonus: dict[int, float],
-                  banks: set[int], want: int) -> float:
+    @staticmethod
+    def soft_cost(s: int, units: tuple[int, ...], bonus: dict[int, float], want: int) -> float:
         """The preference part of ``secondary[s]``."""
         sec = bonus.get(s, 0.0) if bonus else 0.0
         if want and ((1 << len(units)) - 1) << s & ~want:
             sec += PREFER_COST
-        if banks and (s // 2) % BANKS in banks:
-            sec += 1
         return sec
 
     def histograms(self, n: int, occ: list[int], start: dict[int, int],
@@ -237,7 +240,7 @@ class FatPoint:
         secondary = [0.0] * HIST
         adjn = self.p.adj[n]
         cost = self.p.cost
-        bonus, banks = self.preferences(n, start)
+        bonus = self.bonuses(n, start)
         want = self.p.prefer.get(n, 0)
         slots = []
         for s, units in self.slots(self.p.shape[n]):
@@ -250,7 +253,7 @@ class FatPoint:
                 primary[s] = HARD
             else:
                 primary[s] = c.bit_count()
-            sec = self.soft_cost(s, units, bonus, banks, want)
+            sec = self.soft_cost(s, units, bonus, want)
             for m in bits(c):
                 sec += cost[m]
             secondary[s] = sec
@@ -263,8 +266,23 @@ class FatPoint:
         adjn = self.p.adj[n]
         shape = self.p.shape[n]
         slots = self.slots(shape)
-        bonus, banks = self.preferences(n, start)
         want = self.p.prefer.get(n, 0)
+        if n in self.plain():
+            # no secondary term but conflicts: the first legal slot wins
+            if shape.units == 2:
+                for s, (u0, u1) in slots:
+                    if not (occ[u0] | occ[u1]) & adjn:
+                        return s, 0
+            else:
+                for s, units in slots:
+                    c = 0
+                    for u in units:
+                        c |= occ[u]
+                    if not c & adjn:
+                        return s, 0
+            if mode == NOSPILL:
+                return None, 0
+        bonus = self.bonuses(n, start)
         # the lowest secondary cost a legal slot can have: a legal bonus slot's, else 0
         floor = 0.0
         if bonus:
@@ -277,8 +295,8 @@ class FatPoint:
                 for u in units:
                     c |= occ[u]
                 if not c & adjn:
-                    floor = min(floor, self.soft_cost(s, units, bonus, banks, want))
-        soft = bool(bonus or banks or want)
+                    floor = min(floor, self.soft_cost(s, units, bonus, want))
+        soft = bool(bonus or want)
         best = None
         best_sec = 0.0
         for s, units in slots:
@@ -287,7 +305,7 @@ class FatPoint:
                 c |= occ[u]
             if c & adjn:
                 continue
-            sec = self.soft_cost(s, units, bonus, banks, want) if soft else 0.0
+            sec = self.soft_cost(s, units, bonus, want) if soft else 0.0
             if best is None or sec < best_sec:
                 best, best_sec = s, sec
                 if sec <= floor:
@@ -312,7 +330,7 @@ class FatPoint:
             pc = c.bit_count()
             if pc > threshold:
                 continue
-            sec = self.soft_cost(s, units, bonus, banks, want)
+            sec = self.soft_cost(s, units, bonus, want)
             for m in bits(c):
                 sec += cost[m]
             if best is None or pc < best_p or (pc == best_p and sec < best_sec):
@@ -322,14 +340,25 @@ class FatPoint:
     # -- one attempt --
 
     def residual_degrees(self, excluded: set[int]) -> dict[int, int]:
+        """Weighted degrees once the ``excluded`` nodes are taken out of the graph."""
         p = self.p
-        wdeg = {n: p.wdeg[n] for n in self.nodes}
-        shape = p.shape
+        gone = 0
         for x in excluded:
-            sx = shape[x]
-            for m in bits(p.adj[x]):
-                if m in wdeg and m not in excluded:
-                    wdeg[m] -= blocking_weight(shape[m], sx)
+            gone |= 1 << x
+        by_shape = [(sh, mask & gone) for sh, mask in p.shape_masks.items() if mask & gone]
+        adj = p.adj
+        shape = p.shape
+        wdeg = {}
+        for n in self.nodes:
+            w = p.wdeg[n]
+            a = adj[n]
+            if a & gone:
+                sn = shape[n]
+                for sh, mask in by_shape:
+                    common = a & mask
+                    if common:
+                        w -= blocking_weight(sn, sh) * common.bit_count()
+            wdeg[n] = w
         return wdeg
 
     def attempt(self, mode: str, target: int, guided: list[int] | None = None) -> Attempt:
@@ -348,7 +377,29 @@ class FatPoint:
         wdeg = self.residual_degrees(excluded) if excluded else p.wdeg
         ordering = order(p, nodes, wdeg, spill_retry=(mode == SPILL))
         cost = p.cost
+        adj = p.adj
+        plain = self.plain()
+        slots2 = self.slots(Shape(self.file, 2, 2)) if self.file == GPR else None
+        failed = result.failed
         for n in ordering.coloring_order():
+            if slots2 is not None and n in plain and shape[n] == (GPR, 2, 2):
+                # inline fast path of choose(): a 32-bit value without secondary terms takes
+                # the first legal register
+                adjn = adj[n]
+                placed = False
+                for s, (u0, u1) in slots2:
+                    if not (occ[u0] | occ[u1]) & adjn:
+                        start[n] = s
+                        bit = 1 << n
+                        occ[u0] |= bit
+                        occ[u1] |= bit
+                        placed = True
+                        break
+                if placed:
+                    continue
+                if mode == NOSPILL:
+                    failed.append(n)
+                    continue
             s, conflicts = self.choose(n, occ, start, mode)
             if s is not None and conflicts:
                 discarded = bits(conflicts)
@@ -372,10 +423,9 @@ class FatPoint:
         result.optimistic = sum(1 for n in nodes if ordering.list_of.get(n) in
                                 (LOWCONF, LOWLATE))
         result.cost = sum(cost[n] for n in result.spilled)
-        top = -1
-        for n, s in start.items():
-            top = max(top, (s + shape[n].units - 1) // (2 if self.file == GPR else 1))
-        result.peak = top + 1
+        div = 2 if self.file == GPR else 1
+        result.peak = max(((s + shape[n].units - 1) // div for n, s in start.items()),
+                          default=-1) + 1
         return result
 
 
@@ -412,10 +462,12 @@ def allocate_class(core: FatPoint, trials: int) -> tuple[Attempt, list[Attempt]]
     target = p.regfile.k if core.file == GPR else p.regfile.pred_regs
     first = core.attempt(NOSPILL, target)
     attempts = [first]
-    if first.success or not core.nodes:
+    if first.success or not core.nodes or trials <= 0:
         return first, attempts
+    # the excess points once, for the lowest target the descent can reach
+    points = excess_points(p, core.file, max(1, target - trials + 1) * scale)
     for _ in range(trials):
-        guided = spill_guidance(p, core.file, target * scale)
+        guided = spill_guidance(p, core.file, target * scale, points)
         a = core.attempt(SPILL, target, guided)
         attempts.append(a)
         if a.success:

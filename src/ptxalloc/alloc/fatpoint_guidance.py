@@ -12,34 +12,53 @@ no program point needs more than T registers of that file:
   live but not read or written by the instruction there — at its own definitions and uses a
   spilled value still needs a register, for the short temporary that replaces it;
 * one priority queue per register file (the seed's per-class queues) orders the candidates by
-  spill cost over the excess they relieve, ``cost / sum(min(units, excess))``; the cheapest is
-  taken, the excess of its points drops by its width, the others are re-keyed lazily, until no
-  point is over the target or nothing left can relieve one.
+  spill cost over relief, ``cost / (units x points still over the target that it relieves)``;
+  the cheapest is taken, the excess of its points drops by its width, the others are re-keyed
+  lazily when they come up, until no point is over the target or nothing left relieves one.
 
 The pressure at a point is only a lower bound on what coloring needs (alignment, and graphs that
 are not chordal), so a SPILL attempt guided for target T can still fail; the retry loop then asks
 again for T - 1.
+
+Representation: the points are numbered block by block, each block walked backward from its
+live-out set; within a block a node is live over runs of consecutive points, so its points are a
+few *intervals* of point numbers (plus the points where it is local), and the work is linear in
+the instructions and the live ranges — not in points x live values, which on the corpus's
+unrolled kernels is millions. A Fenwick tree over "still over the target" flags answers how many
+of a node's points are still unrelieved.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from dataclasses import dataclass, field
 
 from ..target.units import GPR
 from ..util import bits
 from .problem import Problem
 
 
-def excess_points(p: Problem, file: int, target_units: int,
-                  excluded: set[int] | frozenset[int] = frozenset()):
-    """The points over the target: a list of (excess units, live nodes, nodes the instruction
-    itself reads or writes). Each block that has one is walked backward from its live-out
-    set, keeping a count per live node (several registers make one node)."""
+@dataclass
+class ExcessPoints:
+    """The points of one register file whose pressure exceeds a floor target."""
+
+    totals: list[int] = field(default_factory=list)                 # units needed per point
+    intervals: dict[int, list[tuple[int, int]]] = field(default_factory=dict)   # [a, b)
+    local: dict[int, list[int]] = field(default_factory=dict)       # points where n is local
+
+    def __len__(self) -> int:
+        return len(self.totals)
+
+
+def excess_points(p: Problem, file: int, floor_units: int,
+                  excluded: set[int] | frozenset[int] = frozenset()) -> ExcessPoints:
+    """Every instruction where the nodes of ``file`` (not ``excluded``) that must coexist
+    exceed ``floor_units``, with each node's live intervals over them."""
     an = p.analysis
     cfg = an.cfg
     press = an.pressure.gpr if file == GPR else an.pressure.pred
-    limit = target_units / (2 if file == GPR else 1)
+    limit = floor_units / (2 if file == GPR else 1)
     live_out = an.liveness.live_out
     find = p.find
     shape = p.shape
@@ -58,113 +77,180 @@ def excess_points(p: Problem, file: int, target_units: int,
             node_of[v] = n
         return n
 
-    points = []
+    out = ExcessPoints()
+    totals = out.totals
+    intervals = out.intervals
+    local_pts = out.local
+
+    def close(n: int, a: int, b: int) -> None:
+        if a >= b:
+            return
+        runs = intervals.get(n)
+        if runs is None:
+            intervals[n] = [(a, b)]
+        elif runs[-1][1] == a:                      # continues the run of a previous block
+            runs[-1] = (runs[-1][0], b)
+        else:
+            runs.append((a, b))
     for b in cfg.blocks:
         first = b.first
         instrs = b.instrs
         if not any(press[first + k] > limit for k in range(len(instrs))):
             continue
         count: dict[int, int] = {}
+        since: dict[int, int] = {}           # node -> first point of its open interval
         total = 0
+
+        def enter(n: int) -> None:
+            nonlocal total
+            c = count.get(n, 0)
+            count[n] = c + 1
+            if not c:
+                total += shape[n].units
+                since[n] = len(totals)
+
+        def leave(n: int) -> None:
+            nonlocal total
+            c = count[n] - 1
+            if c:
+                count[n] = c
+                return
+            del count[n]
+            total -= shape[n].units
+            close(n, since.pop(n), len(totals))
+
         for v in bits(live_out[b.id]):
             n = node(v)
             if n >= 0:
-                c = count.get(n, 0)
-                count[n] = c + 1
-                if not c:
-                    total += shape[n].units
+                enter(n)
         for k in range(len(instrs) - 1, -1, -1):
             ins = instrs[k]
-            extra = 0
-            new = []
-            for d in ins.defs:
-                n = node(d)
-                if n >= 0 and n not in count and n not in new:
-                    new.append(n)
-                    extra += shape[n].units
-            if press[first + k] > limit and total + extra > target_units:
-                local = {node(v) for v in ins.defs + ins.uses}
-                points.append((total + extra - target_units, list(count) + new, local))
+            if press[first + k] > limit:
+                extra = 0
+                seen = []
+                for d in ins.defs:
+                    n = node(d)
+                    if n >= 0 and n not in count and n not in seen:
+                        seen.append(n)
+                        extra += shape[n].units
+                if total + extra > floor_units:
+                    i = len(totals)
+                    totals.append(total + extra)
+                    for v in ins.defs + ins.uses:
+                        n = node(v)
+                        if n >= 0 and n in count:
+                            got = local_pts.setdefault(n, [])
+                            if not got or got[-1] != i:
+                                got.append(i)
             if ins.guard < 0:
                 for d in ins.defs:
                     n = node(d)
                     if n >= 0 and n in count:
-                        c = count[n] - 1
-                        if c:
-                            count[n] = c
-                        else:
-                            del count[n]
-                            total -= shape[n].units
+                        leave(n)
             for u in ins.uses:
                 n = node(u)
                 if n >= 0:
-                    c = count.get(n, 0)
-                    count[n] = c + 1
-                    if not c:
-                        total += shape[n].units
-    return points
+                    enter(n)
+        end = len(totals)
+        for n, a in since.items():
+            close(n, a, end)
+    return out
+
+
+class _Fenwick:
+    """Prefix sums of 0/1 flags with point updates."""
+
+    def __init__(self, flags: list[int]):
+        n = len(flags)
+        tree = [0] + list(flags)
+        for i in range(1, n + 1):
+            j = i + (i & -i)
+            if j <= n:
+                tree[j] += tree[i]
+        self.tree = tree
+        self.n = n
+
+    def add(self, i: int, delta: int) -> None:
+        tree = self.tree
+        i += 1
+        while i <= self.n:
+            tree[i] += delta
+            i += i & -i
+
+    def prefix(self, i: int) -> int:
+        """Sum of flags [0, i)."""
+        tree = self.tree
+        s = 0
+        while i > 0:
+            s += tree[i]
+            i -= i & -i
+        return s
 
 
 def spill_guidance(p: Problem, file: int, target_units: int,
-                   excluded: set[int] | frozenset[int] = frozenset()) -> list[int]:
-    """Nodes of ``file`` to spill, cheapest relief first, so that the pressure of the nodes not
-    in ``excluded`` stays within ``target_units`` wherever spilling can bring it there."""
-    points = excess_points(p, file, target_units, excluded)
-    if not points:
+                   points: ExcessPoints | None = None) -> list[int]:
+    """Nodes of ``file`` to spill, cheapest relief first, so that the pressure stays within
+    ``target_units`` wherever spilling can bring it there. ``points`` may be computed once
+    (with the lowest target of a descent) and reused for every higher target."""
+    if points is None:
+        points = excess_points(p, file, target_units)
+    excess = [t - target_units for t in points.totals]
+    if not any(e > 0 for e in excess):
         return []
     cost = p.cost
     shape = p.shape
     fixed = p.fixed
-    excess = [e for e, _, _ in points]
-    cover: dict[int, list[int]] = {}
-    members: list[list[int]] = []                 # per point: the nodes that relieve it
-    for i, (_, nodes, local) in enumerate(points):
-        mine = []
-        for n in nodes:
-            if n in local or n in fixed or math.isinf(cost[n]):
-                continue
-            mine.append(n)
-            got = cover.get(n)
-            if got is None:
-                cover[n] = [i]
-            else:
-                got.append(i)
-        members.append(mine)
-    units = {n: shape[n].units for n in cover}
-    widest = max(units.values(), default=0)
-    rel = {n: sum(min(units[n], excess[i]) for i in pts) for n, pts in cover.items()}
-    heap = [(cost[n] / r, n, r) for n, r in rel.items() if r]
+    active = [1 if e > 0 else 0 for e in excess]
+    tree = _Fenwick(active)
+    remaining = sum(active)
+    local = points.local
+
+    def unrelieved(n: int) -> int:
+        c = 0
+        pre = tree.prefix
+        for a, b in points.intervals[n]:
+            c += pre(b) - pre(a)
+        for i in local.get(n, ()):
+            c -= active[i]
+        return c
+
+    static = [0]                                     # prefix sums of the initial flags
+    acc = 0
+    for f in active:
+        acc += f
+        static.append(acc)
+    heap = []
+    for n, runs in points.intervals.items():
+        if n in fixed or math.isinf(cost[n]):
+            continue
+        r = 0
+        for a, b in runs:
+            r += static[b] - static[a]
+        for i in local.get(n, ()):
+            r -= active[i]
+        if r > 0:
+            heap.append((cost[n] / (r * shape[n].units), n, r))
     heapq.heapify(heap)
     chosen: list[int] = []
-    done: set[int] = set()
-    remaining = sum(1 for e in excess if e > 0)
     while heap and remaining:
         _, n, r = heapq.heappop(heap)
-        if n in done:
-            continue
-        now = rel[n]
+        now = unrelieved(n)
         if now <= 0:
             continue
         if now != r:                                  # its points got relieved meanwhile
-            heapq.heappush(heap, (cost[n] / now, n, now))
+            heapq.heappush(heap, (cost[n] / (now * shape[n].units), n, now))
             continue
         chosen.append(n)
-        done.add(n)
-        u = units[n]
-        for i in cover[n]:
-            e = excess[i]
-            if e <= 0:
-                continue
-            e2 = e - u
-            excess[i] = e2
-            if e2 <= 0:
-                remaining -= 1
-            if e2 >= widest:
-                continue                  # still over by more than any node relieves
-            if e2 < 0:
-                e2 = 0
-            for m in members[i]:
-                um = units[m]
-                if um > e2:
-                    rel[m] -= (um if um < e else e) - e2
+        u = shape[n].units
+        mine = set(local.get(n, ()))
+        for a, b in points.intervals[n]:
+            for i in range(a, b):
+                e = excess[i]
+                if e > 0 and i not in mine:
+                    e -= u
+                    excess[i] = e
+                    if e <= 0:
+                        active[i] = 0
+                        tree.add(i, -1)
+                        remaining -= 1
     return chosen
