@@ -27,13 +27,14 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from ptxalloc import ptxas
+from ptxalloc.alloc.driver import ALLOCATORS as REGISTERED
 from ptxalloc.errors import AllocationError, VerificationError
 from ptxalloc.ir import isa
 from ptxalloc.ir.registers import RegClass
 from ptxalloc.pipeline import allocate
 from ptxalloc.ptx import parse
 
-ALLOCATORS = ("briggs", "fatpoint")
+ALLOCATORS = tuple(REGISTERED)            # every allocator: briggs, fatpoint, ...
 SMALL_BUDGETS = range(2, 9)
 ARCH = "sm_80"
 
