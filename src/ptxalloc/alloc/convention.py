@@ -125,46 +125,54 @@ def prepare(fn: Function, conv: Convention, module_decls: list[str],
         return info
     regs = fn.regs
     # the function's own parameters and return value
-    own_arg: dict[str, int | None] = {}
+    # (register, size in bytes) of each parameter the convention binds
+    own_arg: dict[str, tuple[int, int]] = {}
     if fn.kind == "func" and all(p.space == "param" for p in fn.params):
         for p, r in zip(fn.params, assign_arguments([p.size for p in fn.params], conv)):
-            own_arg[p.name] = r
-    own_ret: dict[str, int | None] = {}
+            if r is not None:
+                own_arg[p.name] = (r, p.size)
+    own_ret: dict[str, tuple[int, int]] = {}
     if fn.kind == "func" and len(fn.returns) == 1 and fn.returns[0].space == "param":
-        own_ret[fn.returns[0].name] = return_register(fn.returns[0].size, conv)
+        r = return_register(fn.returns[0].size, conv)
+        if r is not None:
+            own_ret[fn.returns[0].name] = (r, fn.returns[0].size)
     # call sites: which st.param feeds which argument, which ld.param reads which result
-    bind_use: dict[int, int] = {}       # id(st.param) -> register
-    bind_def: dict[int, int] = {}       # id(ld.param) -> register
+    bind_use: dict[int, tuple[int, int]] = {}       # id(st.param) -> (register, size)
+    bind_def: dict[int, tuple[int, int]] = {}       # id(ld.param) -> (register, size)
     last_store: dict[str, Instruction] = {}
-    pending_ret: dict[str, int | None] = {}
+    pending_ret: dict[str, tuple[int, int]] = {}
     for ins, sizes in _with_param_sizes(fn, module_decls):
         opc = ins.opcode
         if opc.startswith("st.param") and len(ins.ops) == 2:
             pb = _param_base(ins.ops[0])
             if pb is not None:
                 last_store[pb[0]] = ins
-                if pb[0] in own_ret and _whole(pb[1]) and own_ret[pb[0]] is not None:
+                if pb[0] in own_ret and _whole(pb[1]):
                     bind_use[id(ins)] = own_ret[pb[0]]
         elif opc.startswith("ld.param") and len(ins.ops) == 2:
             pb = _param_base(ins.ops[1])
             if pb is not None and _whole(pb[1]):
-                if pb[0] in own_arg and own_arg[pb[0]] is not None:
+                if pb[0] in own_arg:
                     bind_def[id(ins)] = own_arg[pb[0]]
-                elif pb[0] in pending_ret and pending_ret[pb[0]] is not None:
+                elif pb[0] in pending_ret:
                     bind_def[id(ins)] = pending_ret.pop(pb[0])
         elif _is_call(ins):
             rets, args = _call_lists(ins)
             arg_names = [a.text for a in args if type(a) is Sym]
             if len(arg_names) == len(args):
-                regs_for = assign_arguments([sizes.get(n, 4) for n in arg_names], conv)
-                for name, r in zip(arg_names, regs_for):
+                arg_sizes = [sizes.get(n, 4) for n in arg_names]
+                regs_for = assign_arguments(arg_sizes, conv)
+                for name, r, size in zip(arg_names, regs_for, arg_sizes):
                     st = last_store.pop(name, None)
                     if st is not None and r is not None:
                         pb = _param_base(st.ops[0])
                         if _whole(pb[1]):
-                            bind_use[id(st)] = r
+                            bind_use[id(st)] = (r, size)
             if len(rets) == 1 and type(rets[0]) is Sym:
-                pending_ret[rets[0].text] = return_register(sizes.get(rets[0].text, 4), conv)
+                size = sizes.get(rets[0].text, 4)
+                r = return_register(size, conv)
+                if r is not None:
+                    pending_ret[rets[0].text] = (r, size)
     info.tail_calls = _tail_calls(fn)
     # rewrite: precolored temporaries and copies
     body = []
@@ -177,14 +185,16 @@ def prepare(fn: Function, conv: Convention, module_decls: list[str],
         new = s
         if id(s) in bind_use:
             src = s.ops[1]
-            if type(src) is Reg and not src.comp and s.guard < 0:
-                t = _precolored(fn, src.v, bind_use[id(s)], info, origin_of)
+            reg, size = bind_use[id(s)]
+            if type(src) is Reg and not src.comp and s.guard < 0 and _fits(regs, src.v, size):
+                t = _precolored(fn, src.v, reg, info, origin_of)
                 pre.append(_move(regs, t, src.v, origin_of, s.line))
                 new = s.copy_with([s.ops[0], Reg(t)])
         elif id(s) in bind_def:
             dst = s.ops[0]
-            if type(dst) is Reg and not dst.comp and s.guard < 0:
-                t = _precolored(fn, dst.v, bind_def[id(s)], info, origin_of)
+            reg, size = bind_def[id(s)]
+            if type(dst) is Reg and not dst.comp and s.guard < 0 and _fits(regs, dst.v, size):
+                t = _precolored(fn, dst.v, reg, info, origin_of)
                 new = s.copy_with([Reg(t), s.ops[1]])
                 post.append(_move(regs, dst.v, t, origin_of, s.line))
         elif _is_call(s):
@@ -248,6 +258,16 @@ def _bind_register_call(fn: Function, ins: Instruction, conv: Convention,
             seen_target = True
         new_ops.append(op)
     return ins.copy_with(new_ops)
+
+
+def _fits(regs, v: int, size: int) -> bool:
+    """Whether register ``v`` can stand for a parameter of ``size`` bytes in its convention
+    register: a 64-bit register for an 8-byte one, a 32- or 16-bit register for a smaller one
+    (``ld.param.s32 %rd1, [p]`` widens a 4-byte parameter into a pair: it binds nothing)."""
+    width = build.width_bytes(regs, v)
+    if regs.classes[v] == RegClass.PRED or regs.vec[v] > 1:
+        return False
+    return width == 8 if size > 4 else width <= 4
 
 
 def _precolored(fn: Function, like: int, reg: int, info: ConventionInfo,
