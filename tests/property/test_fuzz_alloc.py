@@ -254,7 +254,8 @@ _REGS = {RegClass.H16: 0.5, RegClass.GPR32: 1, RegClass.GPR64: 2, RegClass.B128:
 
 def registers_needed(text: str) -> dict[str, tuple[int, str]]:
     """Per function, the most 32-bit registers one instruction needs at once and that
-    instruction: its register sources, or its destinations, side by side, where a member of a
+    instruction: its register sources (with the destinations of a guarded instruction, which
+    may keep their old values), or its destinations, side by side, where a member of a
     register tuple brings the whole tuple (SPEC section 2: a tuple is one allocation unit whose
     placement spans its members; repeated members and sinks hold a slot too). A budget below
     it cannot be met by any allocator."""
@@ -277,7 +278,8 @@ def registers_needed(text: str) -> dict[str, tuple[int, str]]:
                         group[v] = (id(vec), span)
         best = (0, "")
         for ins in fn.instructions():
-            for values in (set(ins.uses), set(ins.defs)):
+            before = set(ins.uses) | (set(ins.defs) if ins.guard >= 0 else set())
+            for values in (before, set(ins.defs)):
                 need = 0.0
                 seen = set()
                 for v in values:
@@ -294,23 +296,12 @@ def registers_needed(text: str) -> dict[str, tuple[int, str]]:
     return out
 
 
-#: an allocator bug the fuzzer found (reported in issue 5), tolerated here so that the property
-#: keeps checking everything else; the test ends as xfail naming it while it remains. (The
-#: other one it found — under the calling convention, coalescing into registers precolored for
-#: arguments and results merged values that interfere — is fixed: a423727.)
-BUG_STUCK = ("a budget no instruction exceeds is refused ('cannot allocate' a spill or copy "
-             "temporary: the allocator gives up instead of spilling a neighbour)")
-
-
 def _rename(text: str, tag: str) -> str:
     return re.sub(r"\bfz_", f"fz{tag}_", text)
 
 
-def check_program(text: str, budgets=None, allocators=ALLOCATORS, assemble: bool = True,
-                  known: dict | None = None) -> dict:
-    """The fuzz property on one program; returns counts (allocations proven, refusals, ...).
-    With ``known`` (a dict), refusals of the known allocator bug are counted there instead of
-    failing."""
+def check_program(text: str, budgets=None, allocators=ALLOCATORS, assemble: bool = True) -> dict:
+    """The fuzz property on one program; returns counts (allocations proven, refusals, ...)."""
     need = registers_needed(text)
     worst = max(n for n, _ in need.values())
     stats = {"proven": 0, "refused": 0, "assembled": 0}
@@ -323,9 +314,6 @@ def check_program(text: str, budgets=None, allocators=ALLOCATORS, assemble: bool
                 raise AssertionError(f"{allocator} at K={k}: {e}\n{text}") from None
             except AllocationError as e:
                 assert re.search(r"needs|cannot allocate", str(e)), str(e)
-                if k >= worst and known is not None and "cannot allocate" in str(e):
-                    known[BUG_STUCK] = known.get(BUG_STUCK, 0) + 1
-                    continue
                 assert k < worst, (f"{allocator} refused K={k}, but no instruction needs more "
                                    f"than {worst} registers ({need}): {e}\n{text}")
                 stats["refused"] += 1
@@ -353,7 +341,7 @@ def _one_module(texts: list[str]) -> str:
     return head + "\n".join(bodies)
 
 
-def run_property(max_examples: int, calls=None, seed=None, known=None, stats=None) -> None:
+def run_property(max_examples: int, calls=None, seed=None, stats=None) -> None:
     """Run the property over ``max_examples`` programs (with and without calls unless
     ``calls`` says)."""
     strategy = programs() if calls is None else programs(calls=calls)
@@ -364,7 +352,7 @@ def run_property(max_examples: int, calls=None, seed=None, known=None, stats=Non
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(strategy)
     def prop(text):
-        got = check_program(text, known=known)
+        got = check_program(text)
         if stats is not None:
             stats["examples"] = stats.get("examples", 0) + 1
             for k, v in got.items():
@@ -377,13 +365,9 @@ def run_property(max_examples: int, calls=None, seed=None, known=None, stats=Non
 def test_random_programs_allocate_and_verify():
     """40 random programs, each allocated by every allocator at K = 2..8 and 255: proven,
     assembled, refused only where an instruction needs more than K."""
-    known: dict[str, int] = {}
     stats: dict[str, int] = {}
-    run_property(40, known=known, stats=stats)
+    run_property(40, stats=stats)
     assert stats["examples"] == 40 and stats["proven"] > 0
-    if known:
-        pytest.xfail("known allocator bugs: " + "; ".join(f"{n}x {why}" for why, n in
-                                                          known.items()))
 
 
 def test_generated_programs_are_valid_ptx():

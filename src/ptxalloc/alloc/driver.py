@@ -142,10 +142,13 @@ def check_feasible(fn: Function, regfile: RegFile, pinned: set[int],
     instrs = fn.instructions()
     instrs.sort(key=lambda ins: not isa.tuple_operands(ins, regs))      # stable
     for ins in instrs:
-        for values in (ins.uses, ins.defs):
+        # a guarded definition may keep the old value: it must be in its register before, as
+        # the uses are
+        before = ins.uses + ins.defs if ins.guard >= 0 else ins.uses
+        for values in (before, ins.defs):
             shapes = []
             seen = set()
-            for v in values:
+            for v in dict.fromkeys(values):
                 if v in pinned or regs.classes[v] == RegClass.PRED:
                     continue
                 if v in group_shape:
@@ -175,15 +178,22 @@ def _spillable(problem: Problem, node: int, unspillable: set[int]) -> list[int]:
 
 
 def _relieve(problem: Problem, coloring: Coloring, node: int,
-             unspillable: set[int]) -> set[int]:
-    """Registers to spill so that the unspillable ``node`` finds a placement: the cheapest set
-    of spillable members of colored neighbours that block one placement."""
+             unspillable: set[int]) -> tuple[set[int], int | None] | None:
+    """How the unspillable ``node`` gets a placement next round: the registers to spill (the
+    spillable members of the colored neighbours on one placement) and, when that placement is
+    also held by neighbours that cannot be spilled but can move (other temporaries), the
+    placement to fix ``node`` to, so that those move elsewhere. A neighbour fixed by the
+    convention gives way too when ordinary values were coalesced into it: spilling them leaves
+    the convention's short-lived register alone. The placement needing fewest moves, then the
+    cheapest spills, wins; None when every placement is held by a convention register
+    alone."""
     start = coloring.start
     costs = problem.analysis.costs
     best = None
     neighbours = bits(problem.adj[node])
-    for _, mask in problem.regfile.placements(problem.shape[node]):
+    for s, mask in problem.regfile.placements(problem.shape[node]):
         cost = 0.0
+        moved = 0
         chosen: list[int] = []
         for m in neighbours:
             sm = start.get(m)
@@ -191,13 +201,17 @@ def _relieve(problem: Problem, coloring: Coloring, node: int,
                 continue
             members = _spillable(problem, m, unspillable)
             if not members:
-                break
+                if m in problem.fixed:
+                    break           # a convention register alone: it cannot go anywhere
+                moved += 1
+                continue
             cost += sum(costs[v] for v in members)
             chosen.extend(members)
         else:
-            if best is None or cost < best[0]:
-                best = (cost, chosen)
-    return set(best[1]) if best else set()
+            key = (moved, cost)
+            if best is None or key < best[0]:
+                best = (key, set(chosen), s if moved else None)
+    return (best[1], best[2]) if best else None
 
 
 def _stuck_message(fn: Function, problem: Problem, node: int, budget: int,
@@ -269,6 +283,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         state.no_spill |= in_flight
         t = tick("legalize", t)
         first_max_live = None
+        forced: dict[int, int] = {}     # temporaries fixed to a placement after getting stuck
         while True:
             result.rounds += 1
             if result.rounds > MAX_ROUNDS:
@@ -282,7 +297,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
                 first_max_live = analysis.pressure.max_live
             if info.active:
                 convention.cost_factors(analysis, conv, info)
-            problem = Problem(analysis, regfile, info.precolored, pinned,
+            problem = Problem(analysis, regfile, {**info.precolored, **forced}, pinned,
                               prefer=_callee_saved_preference(analysis, conv, info))
             t = tick("analysis", t)
             coalesce(problem, options.coalesce_factor)
@@ -299,12 +314,18 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
             for node in coloring.spilled:
                 members = _spillable(problem, node, unspillable)
                 if not members:
-                    members = _relieve(problem, coloring, node, unspillable)
-                    if not members:
+                    relief = _relieve(problem, coloring, node, unspillable)
+                    if relief is None or (not relief[0] and relief[1] is None) or (
+                            not relief[0] and any(v in forced for v in problem.members[node])):
                         raise AllocationError(_stuck_message(work, problem, node, budget,
                                                              original_name))
+                    members, place = relief
+                    if place is not None:
+                        for v in problem.members[node]:
+                            forced[v] = place + problem.offset[v]
                 to_spill.update(members)
-            work = rewrite_spills(work, to_spill, remat, state)
+            if to_spill:
+                work = rewrite_spills(work, to_spill, remat, state)
             t = tick("spill", t)
         result.max_live = first_max_live or 0
         _finish(fn, work, problem, coloring, state, result, sm, budget, options, pinned,
