@@ -19,7 +19,7 @@ import pytest
 from conftest import DATA
 from ptxalloc.alloc import fatpoint_order as fo
 from ptxalloc.alloc.fatpoint import (HARD, HIST, NOSPILL, SPILL, FatPoint, allocate_class,
-                                     color, scan)
+                                     color, propagate_aliases, scan)
 from ptxalloc.alloc.fatpoint_guidance import spill_guidance
 from ptxalloc.alloc.knobs import KNOBS, parse_knob, parse_knobs, resolve
 from ptxalloc.alloc.problem import Problem
@@ -254,6 +254,21 @@ def test_histograms_and_the_production_scan_agree():
                 assert got == want, (trial, n, mode)
                 if got is not None:
                     assert (conflicts == 0) == (primary[got] == 0)
+
+
+def test_assignment_propagates_along_alias_chains():
+    # v0 = v1 (a copy, coalesced: one node), both interfere with v2; a tuple of v3, v4 (units
+    # 0 and 2 of a 4-unit shape). Every register takes its node's slot plus its offset.
+    from ptxalloc.alloc.coalesce import coalesce
+    p = make_problem(8, [R32, R32, R32, R32, R32], edges=[(0, 2), (1, 2)], moves=[(0, 1)],
+                     groups=[([(3, 0), (4, 2)], Shape(GPR, 4, 4))])
+    coalesce(p)
+    assert p.find(1) == p.find(0)
+    a = FatPoint(p, GPR).attempt(NOSPILL, 8)
+    regs = propagate_aliases(p, a.start)
+    assert regs[0] == regs[1] == a.start[p.find(0)]
+    assert regs[4] == regs[3] + 2 and regs[3] % 4 == 0
+    assert regs[2] != regs[0]
 
 
 # -- the retry loop and the guidance ----------------------------------------------------------
