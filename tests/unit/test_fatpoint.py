@@ -20,7 +20,7 @@ from conftest import DATA
 from ptxalloc.alloc import fatpoint_order as fo
 from ptxalloc.alloc.fatpoint import (HARD, HIST, NOSPILL, SPILL, FatPoint, allocate_class,
                                      color, propagate_aliases, scan)
-from ptxalloc.alloc.fatpoint_guidance import spill_guidance
+from ptxalloc.alloc.fatpoint_guidance import excess_points, spill_guidance
 from ptxalloc.alloc.knobs import KNOBS, parse_knob, parse_knobs, resolve
 from ptxalloc.alloc.problem import Problem
 from ptxalloc.errors import UsageError
@@ -325,6 +325,40 @@ def test_nospill_first_then_spill_retries_and_the_best_result():
     # no retries at all with RegAllocNumNonSpillTrials = 0: the NOSPILL failures are spilled
     best0, attempts0 = allocate_class(FatPoint(p, GPR), trials=0)
     assert len(attempts0) == 1 and best0.spilled == attempts0[0].failed
+
+
+@pytest.mark.parametrize("name", ["pressure_sm80.ptx", "vectors_sm80.ptx", "misc_sm80.ptx"])
+def test_excess_point_intervals_match_liveness(name):
+    # every point over the floor: the nodes whose intervals hold it are exactly the nodes live
+    # after its instruction, and its total counts those and the dead definitions there
+    from ptxalloc.alloc.coalesce import coalesce
+    from ptxalloc.analysis import analyze_function
+    from ptxalloc.ptx import parse
+    from ptxalloc.target.sm import profile_for
+    checked = 0
+    for fn in parse((DATA / name).read_text()).functions:
+        an = analyze_function(fn, profile_for(None, "sm_80"))
+        p = Problem(an, RegFile(8))
+        coalesce(p)
+        pts = excess_points(p, GPR, 12)
+        cover: dict[int, set[int]] = {}
+        for n, runs in pts.intervals.items():
+            for a, b in runs:
+                assert a < b
+                for i in range(a, b):
+                    cover.setdefault(i, set()).add(n)
+        cfg = an.cfg
+        for i, iid in enumerate(pts.instr):
+            blk = cfg.blocks[cfg.block_of[iid]]
+            k = iid - blk.first
+            after = an.liveness.live_after(blk.id)[k]
+            live = {p.find(v) for v in range(p.nregs) if after >> v & 1 and v not in p.pinned
+                    and p.shape[p.find(v)].file == GPR}
+            defs = {p.find(v) for v in blk.instrs[k].defs if p.shape[p.find(v)].file == GPR}
+            assert cover.get(i, set()) == live, (fn.name, iid)
+            assert pts.totals[i] == sum(p.shape[n].units for n in live | defs) > 12
+            checked += 1
+    assert checked
 
 
 def test_color_assigns_every_node_or_spills_it():

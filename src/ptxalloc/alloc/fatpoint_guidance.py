@@ -44,6 +44,7 @@ class ExcessPoints:
     """The points of one register file whose pressure exceeds a floor target."""
 
     totals: list[int] = field(default_factory=list)                 # units needed per point
+    instr: list[int] = field(default_factory=list)                  # its instruction id
     intervals: dict[int, list[tuple[int, int]]] = field(default_factory=dict)   # [a, b)
     local: dict[int, list[int]] = field(default_factory=dict)       # points where n is local
 
@@ -92,38 +93,31 @@ def excess_points(p: Problem, file: int, floor_units: int,
             runs[-1] = (runs[-1][0], b)
         else:
             runs.append((a, b))
+    units_of: dict[int, int] = {}
     for b in cfg.blocks:
         first = b.first
         instrs = b.instrs
-        if not any(press[first + k] > limit for k in range(len(instrs))):
+        hot = [k for k in range(len(instrs)) if press[first + k] > limit]
+        if not hot:
             continue
-        count: dict[int, int] = {}
+        lowest = hot[0]                      # the walk can stop after the earliest one
+        count: dict[int, int] = {}           # node -> its registers live
         since: dict[int, int] = {}           # node -> first point of its open interval
+        live: set[int] = set()               # registers live
         total = 0
-
-        def enter(n: int) -> None:
-            nonlocal total
-            c = count.get(n, 0)
-            count[n] = c + 1
-            if not c:
-                total += shape[n].units
-                since[n] = len(totals)
-
-        def leave(n: int) -> None:
-            nonlocal total
-            c = count[n] - 1
-            if c:
-                count[n] = c
-                return
-            del count[n]
-            total -= shape[n].units
-            close(n, since.pop(n), len(totals))
-
         for v in bits(live_out[b.id]):
             n = node(v)
             if n >= 0:
-                enter(n)
-        for k in range(len(instrs) - 1, -1, -1):
+                live.add(v)
+                c = count.get(n, 0)
+                count[n] = c + 1
+                if not c:
+                    u = units_of.get(n)
+                    if u is None:
+                        u = units_of[n] = shape[n].units
+                    total += u
+                    since[n] = len(totals)
+        for k in range(len(instrs) - 1, lowest - 1, -1):
             ins = instrs[k]
             if press[first + k] > limit:
                 extra = 0
@@ -136,21 +130,43 @@ def excess_points(p: Problem, file: int, floor_units: int,
                 if total + extra > floor_units:
                     i = len(totals)
                     totals.append(total + extra)
+                    out.instr.append(first + k)
                     for v in ins.defs + ins.uses:
                         n = node(v)
                         if n >= 0 and n in count:
                             got = local_pts.setdefault(n, [])
                             if not got or got[-1] != i:
                                 got.append(i)
+            if k == lowest:
+                break
             if ins.guard < 0:
                 for d in ins.defs:
+                    if d not in live:
+                        continue
+                    live.discard(d)
                     n = node(d)
-                    if n >= 0 and n in count:
-                        leave(n)
-            for u in ins.uses:
-                n = node(u)
+                    if n >= 0:
+                        c = count[n]
+                        if c > 1:
+                            count[n] = c - 1
+                            continue
+                        del count[n]
+                        total -= units_of[n]
+                        close(n, since.pop(n), len(totals))
+            for v in ins.uses:
+                if v in live:
+                    continue
+                n = node(v)
                 if n >= 0:
-                    enter(n)
+                    live.add(v)
+                    c = count.get(n, 0)
+                    count[n] = c + 1
+                    if not c:
+                        u = units_of.get(n)
+                        if u is None:
+                            u = units_of[n] = shape[n].units
+                        total += u
+                        since[n] = len(totals)
         end = len(totals)
         for n, a in since.items():
             close(n, a, end)
