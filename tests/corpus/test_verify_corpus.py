@@ -28,10 +28,6 @@ STATS: dict[int, dict[str, float]] = {
     k: {"files": 0, "functions": 0, "verified": 0, "refused": 0, "refuted": 0,
         "alloc_s": 0.0, "verify_s": 0.0} for k in BUDGETS}
 
-#: allocator bug (reported, issue 5): under the calling convention, coalescing into registers
-#: precolored for arguments and results merges values that interfere
-BUG_ABI = "calling-convention coalescing merges interfering values (reported)"
-
 
 def _without(module: Module, names: set[str]) -> Module:
     """The module without the functions named (refused at this budget)."""
@@ -94,10 +90,7 @@ def test_corpus_allocations_verify(entry, budget):
     for k in ("functions", "verified", "refused", "alloc_s", "verify_s"):
         s[k] += got[k]
     assert not got["unproven"], got["unproven"]
-    unknown = [(name, msg) for name, msg, abi in got["refuted"] if not abi]
-    assert not unknown, unknown
-    if got["refuted"]:
-        pytest.xfail(f"{BUG_ABI}: " + "; ".join(msg for _, msg, _ in got["refuted"])[:2000])
+    assert not got["refuted"], "\n".join(msg for _, msg, _ in got["refuted"])
 
 
 @pytest.mark.corpus
@@ -110,8 +103,8 @@ def test_zz_corpus_summary(capsys):
             continue
         frac = s["verify_s"] / s["alloc_s"] if s["alloc_s"] else 0.0
         lines.append(f"K={k}: {s['files']} files, {s['functions']} functions: "
-                     f"{s['verified']} verified, {s['refused']} refused, {s['refuted']} refuted "
-                     f"(known allocator bug); allocation "
+                     f"{s['verified']} verified, {s['refused']} refused, {s['refuted']} refuted; "
+                     f"allocation "
                      f"{s['alloc_s']:.1f} s, checker {s['verify_s']:.1f} s "
                      f"({100 * frac:.1f} % of allocation)")
     with capsys.disabled():
