@@ -112,7 +112,7 @@ class Attempt:
 
     def describe(self) -> str:
         what = "ok" if self.success else f"{len(self.failed)} need spill"
-        parts = [f"{self.mode}@{self.target}: {what}"]
+        parts = [f"{self.mode}@{self.target}: {what} ({self.peak} used)"]
         if self.guided:
             parts.append(f"{len(self.guided)} guided")
         if self.evicted:

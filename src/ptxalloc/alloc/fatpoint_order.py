@@ -102,7 +102,8 @@ def fixed_partners(p: Problem) -> set[int]:
 
 
 def classify(p: Problem, nodes: list[int], wdeg: dict[int, int], spill_retry: bool = False,
-             placements: dict[int, int] | None = None) -> dict[str, list[int]]:
+             placements: dict[int, int] | None = None,
+             partners: set[int] | None = None) -> dict[str, list[int]]:
     """The six lists for ``nodes`` (ascending id order within each list)."""
     lists: dict[str, list[int]] = {name: [] for name in
                                    (UNCONSTRAINED, VERYHIGH, HIGH, LOWCONF, LOWLATE, LARGEVEC)}
@@ -110,7 +111,7 @@ def classify(p: Problem, nodes: list[int], wdeg: dict[int, int], spill_retry: bo
     fixed_mask = 0
     for f in p.fixed:
         fixed_mask |= 1 << f
-    partners = fixed_partners(p)
+    partners = fixed_partners(p) if partners is None else partners
     cost = p.cost
     shape = p.shape
     for n in sorted(nodes):
@@ -142,7 +143,8 @@ def order(p: Problem, nodes: list[int], wdeg: dict[int, int] | None = None,
           spill_retry: bool = False, placements: dict[int, int] | None = None) -> Order:
     """Classify ``nodes`` and drain the lists onto the assignment stack."""
     wdeg = wdeg if wdeg is not None else p.wdeg
-    lists = classify(p, nodes, wdeg, spill_retry, placements)
+    partners = fixed_partners(p)
+    lists = classify(p, nodes, wdeg, spill_retry, placements, partners)
     out = Order(lists=lists)
     stack = out.stack
     list_of = out.list_of
@@ -155,7 +157,6 @@ def order(p: Problem, nodes: list[int], wdeg: dict[int, int] | None = None,
             list_of[n] = name
     for n in lists[LARGEVEC]:
         list_of[n] = LARGEVEC
-    partners = fixed_partners(p)
     for name in SELECT_LISTS:
         members = lists[name]
         count = len(members)
