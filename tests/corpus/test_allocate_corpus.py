@@ -4,7 +4,8 @@ with an AllocationError that names an instruction needing more than 15 registers
 (SPEC section 2: some budgets are impossible; there are only a handful) — within the budget,
 and the allocated module assembles with ptxas for the manifest's ``ptxas_arch``. The
 call-heavy files (issue 7) are allocated at K = 15, 32 and 255, assembled and proven by the
-checker. The last test prints the counts: refusals, spill bytes, convention saves, moves
+checker, and so is every other file that makes a call (at the same three budgets). The last
+test prints the counts: refusals, spill bytes, convention saves, moves
 coalesced, how often K = 255 reaches MaxLive.
 
 Skipped where ``../shared/corpus`` is absent. The work for each file (allocation at every
@@ -29,6 +30,7 @@ BUDGETS = (15, 255)
 CALL_HEAVY = ("gpuocelot/tests/ptx/unstructured/complex.ptx",
               "ptx90parser/tests/sample/matrix_free_device_matrix_vector_01.1.sm_80.ptx")
 CALL_BUDGETS = (15, 32, 255)
+_CALL = re.compile(r"^\s*(?:@!?%\w+\s+)?call(?:\.uni)?\b", re.M)
 #: "a handful": at most this many functions of the whole corpus may be refused at K = 15
 #: (11 today: wmma.mma needing 24 registers, wgmma accumulators of 32 and 128)
 MAX_REFUSED = 12
@@ -114,14 +116,31 @@ _POOL: ProcessPoolExecutor | None = None
 _FUTURES: dict = {}
 
 
+_CALL_FILES: list[str] | None = None
+
+
+def call_files() -> list[str]:
+    """The corpus files ptxas accepts that make a call: the call-heavy ones first, then every
+    other file with a ``call`` instruction (issue 7: K = 15, 32 and 255, verified)."""
+    global _CALL_FILES
+    if _CALL_FILES is None:
+        root = corpus_root()
+        paths = [e["path"] for e in corpus_files()]
+        others = [] if root is None else [
+            p for p in paths if p not in CALL_HEAVY
+            and _CALL.search((root / p).read_text(errors="replace"))]
+        _CALL_FILES = [p for p in CALL_HEAVY if p in paths] + others
+    return _CALL_FILES
+
+
 def _jobs() -> list[tuple[str, str, tuple[int, ...], bool]]:
     """Every job, in the order the tests run."""
+    calls = set(call_files())
     jobs = [(e["path"], e["ptxas_arch"], BUDGETS, False) for e in corpus_files()
-            if e["path"] not in CALL_HEAVY]
+            if e["path"] not in calls]
     entries = {e["path"]: e for e in manifest()}
-    for rel in CALL_HEAVY:
-        if rel in entries:
-            jobs.append((rel, entries[rel]["ptxas_arch"], CALL_BUDGETS, True))
+    for rel in call_files():
+        jobs.append((rel, entries[rel]["ptxas_arch"], CALL_BUDGETS, True))
     return jobs
 
 
@@ -141,6 +160,7 @@ def _result(rel: str, budgets: tuple[int, ...]) -> dict:
 
 
 STATS: dict = {"files": 0, "seconds": 0.0, "refused": [],
+               "calls": {k: 0 for k in CALL_BUDGETS}, "across": {k: 0 for k in CALL_BUDGETS},
                **{k: {"functions": 0, "spill_bytes": 0, "save_bytes": 0, "moves": 0,
                       "coalesced": 0, "at_max_live": 0} for k in (15, 32, 255)}}
 
@@ -181,7 +201,7 @@ def _check_budget(rel: str, k: int, got: dict) -> None:
 
 def _params():
     return [p for p in corpus_params()
-            if p.values[0] is None or p.values[0]["path"] not in CALL_HEAVY]
+            if p.values[0] is None or p.values[0]["path"] not in call_files()]
 
 
 @pytest.mark.corpus
@@ -201,28 +221,33 @@ def _call_params():
     entries = {e["path"]: e for e in manifest()}
     out = []
     for rel in CALL_HEAVY:
+        if rel not in entries:
+            out.append(pytest.param(rel, 15, id=f"{rel}", marks=pytest.mark.skip(
+                reason=f"{rel} is not in the corpus")))
+    for rel in call_files():
         for k in CALL_BUDGETS:
-            if rel not in entries:
-                out.append(pytest.param(rel, k, id=f"{rel}-K{k}", marks=pytest.mark.skip(
-                    reason=f"{rel} is not in the corpus")))
-                continue
             out.append(pytest.param(entries[rel], k, id=f"{rel}-K{k}"))
     return out
 
 
 @pytest.mark.corpus
 @pytest.mark.parametrize("entry,k", _call_params())
-def test_call_heavy_file_allocates_assembles_and_verifies(entry, k):
+def test_file_with_calls_allocates_assembles_and_verifies(entry, k):
     result = _result(entry["path"], CALL_BUDGETS)
     got = result["budgets"][k]
-    assert not got["refused"]
+    if entry["path"] in CALL_HEAVY or k != 15:
+        assert not got["refused"]
     calls = sum(r.get("convention", {}).get("calls", 0) for r in got["rows"])
-    assert calls > 50
+    assert calls > (50 if entry["path"] in CALL_HEAVY else 0)
+    STATS["calls"][k] += calls
+    STATS["across"][k] += sum(r.get("convention", {}).get("values_live_across_calls", 0)
+                              for r in got["rows"])
     for r in got["rows"]:
         if k <= 24 and "convention" in r:
             assert r["convention"]["callee_saved_used"] == []
     _check_budget(entry["path"], k, got)
     if k == CALL_BUDGETS[0]:
+        STATS["files"] += 1
         STATS["seconds"] += result["seconds"]
     if got["verify_error"]:
         raise VerificationError(got["verify_error"])
@@ -249,6 +274,9 @@ def test_zz_corpus_allocation_summary(capsys):
                   f"bytes (convention saves {s['save_bytes']}), moves coalesced "
                   f"{s['coalesced']} of {s['moves']}, registers == MaxLive in "
                   f"{s['at_max_live']} ({100 * s['at_max_live'] / s['functions']:.1f} %)")
+        for k in CALL_BUDGETS:
+            print(f"  files with calls, K = {k:3}: {STATS['calls'][k]} calls, "
+                  f"{STATS['across'][k]} values live across calls")
         print(f"  refused at K = 15: {len(STATS['refused'])}")
         for path, name, msg in STATS["refused"]:
             print(f"    {path}: {name}: {msg[:200]}")
