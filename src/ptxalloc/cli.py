@@ -115,13 +115,12 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def _cmd_allocate(args: argparse.Namespace) -> int:
+    from .alloc.driver import Options
+    from .alloc.knobs import parse_knobs
     from .pipeline import allocate_module
     from .ptx import parse_file
     from .report.allocation_report import verbose_lines
     from .util import write_atomic
-
-    from .alloc.driver import Options
-    from .alloc.knobs import parse_knobs
 
     budget = _budget(args.registers, allow_auto=True)
     knobs = parse_knobs(args.knob)
@@ -130,14 +129,15 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     result = allocate_module(module, budget if budget is not None else 15, args.allocator,
                              args.arch, args.function, verify=not args.no_verify,
                              options=Options(allocator=args.allocator, knobs=knobs))
-    info = sys.stdout if args.output else sys.stderr
+    to_file = args.output not in (None, "-")
+    info = sys.stdout if to_file else sys.stderr
     if args.verbose:
         for fr in result.functions:
             for line in verbose_lines(fr, result.sm):
                 print(line, file=info)
     if args.json:
         write_atomic(args.json, json.dumps(result.report(), indent=2) + "\n")
-    if args.output:
+    if to_file:
         write_atomic(args.output, result.ptx)
     else:
         sys.stdout.write(result.ptx)
@@ -175,8 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("allocate", help="allocate registers and write physical PTX")
     p.add_argument("file")
-    p.add_argument("-o", "--output", metavar="OUT.ptx", help="write the PTX here (default: "
-                   "standard output)")
+    p.add_argument("-o", "--output", metavar="OUT.ptx",
+                   help="write the PTX here, '-' for standard output (the default)")
     p.add_argument("--allocator", default="briggs", choices=["briggs", "fatpoint"])
     p.add_argument("--registers", metavar="K", default="15",
                    help="register budget, 1..255, or 'auto': seed 004's occupancy-aware "

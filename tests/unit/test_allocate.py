@@ -228,12 +228,16 @@ def test_cli_allocate_writes_ptx_json_and_verbose_lines(tmp_path):
     assert sum("Used " in ln for ln in lines) == len(names)
 
 
-def test_cli_without_output_writes_ptx_to_stdout_and_info_to_stderr(capsys):
+@pytest.mark.parametrize("output", [[], ["-o", "-"]], ids=["no -o", "-o -"])
+def test_cli_without_output_writes_ptx_to_stdout_and_info_to_stderr(capsys, tmp_path,
+                                                                     monkeypatch, output):
+    monkeypatch.chdir(tmp_path)
     src = DATA / "hand" / "diamond.ptx"
-    p = run_main(capsys, "allocate", str(src), "-v")
+    p = run_main(capsys, "allocate", str(src), "-v", *output)
     assert p.returncode == 0
     assert p.stdout == allocate(src.read_text(), registers=15).ptx
     assert "ptxalloc info    : Used " in p.stderr and "//@ptxalloc" not in p.stderr
+    assert list(tmp_path.iterdir()) == []           # no file named '-'
 
 
 def test_cli_default_budget_is_15(capsys):

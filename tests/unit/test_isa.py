@@ -199,15 +199,10 @@ _EXTRA_HEADS = {"bar": {"barrier"}, "membar": {"fence"}, "prefetch": {"prefetchu
 #: over the generated instruction text, the owner and the reason). A form that matches but
 #: passes is not reported.
 KNOWN_GAPS = [
-    (r"(^|[\s,{(\[])-%", "parser",
-     "a negated register operand ('-%r', vmad) is read as an immediate: the register's use "
-     "is lost"),
-    (r"%\w+\.(h[0-3]{2}|b[0-7]{2,4})\b", "parser",
-     "SIMD video selectors .hxy / .bxyzw (vadd2/vadd4/vset2/vset4) are not accepted"),
     (r"\}\|%", "parser", "a vector destination with a predicate, '{..}|%p' (tex/tld4 d|p), is "
      "not accepted"),
     (r"\]\.unified", "parser", "'[a].unified' (ld) is not accepted"),
-    (r"^v(add|sub|absdiff|min|max|shl|shr|set|mad)[24]?\.\S+\s+%r\d+\.(b[0-3]|h[01])\b",
+    (r"^v(add|sub|absdiff|min|max|shl|shr|set|mad)[24]?\.\S+\s+%r\d+\.(b[0-3]+|h[01]+)\b",
      "instruction.set_roles",
      "a selector on a video destination (d.dsel, d.mask) is treated as a partial write, so d "
      "is also counted as used; the manual (9.7.18.1 optMerge, 9.7.18.2) writes all of d"),

@@ -687,3 +687,32 @@ def test_data_file_with_inserted_error_reports_its_line():
         parse("\n".join(lines), "calls.ptx")
     assert info.value.line == k + 2
     assert info.value.column == lines[k + 1].index("%zz9") + 1
+
+
+def test_negated_register_with_selector_is_a_use():
+    """vmad's '-%r1.b0' negates a selected byte of a register: the register is read (a lost
+    use would let the allocator put another value there)."""
+    from ptxalloc.ir.operands import Neg
+    mod = parse("""
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k()
+{
+  .reg .b32 %r<5>;
+  mov.u32 %r1, 1;
+  mov.u32 %r2, 2;
+  mov.u32 %r3, 3;
+  vmad.u32.u32.u32.sat.shr7 %r4, -%r1.b0, -%r2.h1, -%r3;
+  ret;
+}
+""", "vmad.ptx")
+    fn = mod.functions[0]
+    vmad = next(i for i in fn.body if type(i) is Instruction and i.opcode.startswith("vmad"))
+    r = fn.regs.lookup
+    assert vmad.ops[1] == Neg(Reg(r("%r1"), ".b0"))
+    assert vmad.ops[2] == Neg(Reg(r("%r2"), ".h1"))
+    assert vmad.ops[3] == Neg(Reg(r("%r3")))
+    assert sorted(fn.regs.names[v] for v in vmad.uses) == ["%r1", "%r2", "%r3"]
+    assert vmad.render(fn.regs.names.__getitem__).split(None, 1)[1] == \
+        "%r4, -%r1.b0, -%r2.h1, -%r3;"

@@ -318,7 +318,7 @@ class _FunctionParser:
             return Vec([self.operand(p.strip(), pos) for p in _split_top(tok[1:-1])])
         if c == "!":
             return Not(self.operand(tok[1:].strip(), pos))
-        if c == "-" and tok[1:].strip() in self.names:
+        if c == "-" and self._names_register(tok[1:].strip()):
             return Neg(self.operand(tok[1:].strip(), pos))
         if c == "(" and self.in_call:
             if tok[-1] != ")":
@@ -329,6 +329,13 @@ class _FunctionParser:
         # an immediate in any form, or a constant expression such as ((128 >> 4) << 16)
         self.check_no_register(tok, pos)
         return Imm(tok)
+
+    def _names_register(self, tok: str) -> bool:
+        """``tok`` is a declared register, or one with a component selector (``%r1.b0``)."""
+        if tok in self.names:
+            return True
+        m = _COMPONENT.match(tok)
+        return m is not None and m.group(1) in self.names
 
     def check_no_register(self, tok: str, pos: int) -> None:
         """Refuse an operand expression that hides a register: its use would be lost."""
