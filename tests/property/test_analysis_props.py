@@ -332,3 +332,9 @@ def test_every_live_set_is_a_clique(text):
             assert g.adj[v] & s == s & ~(1 << v), text
     clique = max_clique({v: g.adj[v] for v in range(g.nregs)})
     assert clique >= p.max_live == max(s.bit_count() for s in points)
+
+
+@given(st.sets(st.integers(min_value=0, max_value=4000), max_size=300))
+def test_bits_lists_exactly_the_set_bits_in_order(positions):
+    from ptxalloc.util import mask_of
+    assert bits(mask_of(positions)) == sorted(positions)
