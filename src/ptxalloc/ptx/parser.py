@@ -88,9 +88,10 @@ _PERF = re.compile(r"\.(maxntid|reqntid|minnctapersm|maxnctapersm|maxnreg|noretu
 class _Source:
     """The text being parsed, with line/column lookup for error messages."""
 
-    def __init__(self, text: str, filename: str):
+    def __init__(self, text: str, filename: str, roles: bool = True):
         self.text = text
         self.filename = filename
+        self.roles = roles          # give instructions their roles from the ISA table
         self._pos = 0
         self._line = 1
 
@@ -197,6 +198,7 @@ class _FunctionParser:
         self.reg_cache: list[Reg] = []
         self.constants: dict[str, Imm | Sym] = {}       # immediates and symbols by text
         self.symbols = symbols
+        self.roles = src.roles
         self.unresolved: list[tuple[str, int]] = []
         self.branches: list[tuple[str, str | None, int]] = []   # (bra|brx, target, position)
 
@@ -370,7 +372,14 @@ class _FunctionParser:
             self.opcodes_seen.add(opcode)
         if len(parts) > 1:
             rest = parts[1]
-            if "[" in rest or "{" in rest or "(" in rest:
+            o = rest.find("[")
+            c = rest.find("]", o) if o >= 0 else -1
+            if (c > 0 and "{" not in rest and "(" not in rest and rest.count("[") == 1
+                    and rest.count("]") == 1 and "," not in rest[o:c]):
+                # one address without commas in it, the common case: split on the commas
+                operand = self.operand
+                ops = [operand(t.strip(), pos) for t in rest.split(",")]
+            elif "[" in rest or "{" in rest or "(" in rest:
                 bad = _unbalanced_at(rest)
                 if bad >= 0:
                     near = rest[bad:bad + 20].split("\n", 1)[0]
@@ -383,7 +392,8 @@ class _FunctionParser:
         else:
             ops = []
         instr = Instruction(opcode, ops, guard, neg, line, loc)
-        isa.classify(instr, self.regs)
+        if self.roles:
+            isa.classify(instr, self.regs)
         if opcode.startswith(("bra", "brx")) and opcode.split(".", 1)[0] in ("bra", "brx"):
             target = next((op.text for op in ops if type(op) is Sym), None)
             self.branches.append((opcode[:3], target, pos))
@@ -793,14 +803,15 @@ def _statement_end(src: _Source, pos: int) -> int:
     raise src.error("declaration is not closed by ';'", pos)
 
 
-def parse(text: str, filename: str = "<input>") -> Module:
-    """Parse PTX source text into a :class:`Module`."""
+def parse(text: str, filename: str = "<input>", *, roles: bool = True) -> Module:
+    """Parse PTX source text into a :class:`Module`. With ``roles=False`` instructions get no
+    operand roles, defs or uses (the checker reads those from the original only)."""
     with gc_paused():
-        return _parse(text, filename)
+        return _parse(text, filename, roles)
 
 
-def _parse(text: str, filename: str) -> Module:
-    src = _Source(text, filename)
+def _parse(text: str, filename: str, roles: bool = True) -> Module:
+    src = _Source(text, filename, roles)
     module = Module(filename=filename)
     symbols: set[str] = set()
     items = module.items

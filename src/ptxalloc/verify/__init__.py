@@ -43,8 +43,8 @@ def parse_allocated(text: str, filename: str = "<allocated>") -> Module:
                 notes[i + 1] = line[j:].rstrip()
                 lines[i] = code
     if not notes:
-        return parse(text, filename)
-    module = parse("\n".join(lines), filename)
+        return parse(text, filename, roles=False)
+    module = parse("\n".join(lines), filename, roles=False)
     for fn in module.functions:
         for st in fn.body:
             if type(st) is Instruction:

@@ -1151,20 +1151,15 @@ class FunctionChecker:
         """Every value of ``ks`` is redefined or dead: no location holds it any more."""
         held = st.held
         undef = st.undef
-        empty = None
-        for loc, hs in held.items():
-            if not hs.isdisjoint(ks):
-                rest = hs - ks
-                if rest or undef:
-                    held[loc] = rest
-                elif empty is None:
-                    empty = [loc]
-                else:
-                    empty.append(loc)
-        if empty is not None:
-            for loc in empty:
+        apart = ks.isdisjoint
+        hits = [loc for loc, hs in held.items() if not apart(hs)]
+        for loc in hits:
+            rest = held[loc] - ks
+            if rest or undef:
+                held[loc] = rest
+            else:
                 del held[loc]
-        if undef and not undef.isdisjoint(ks):
+        if undef and not apart(undef):
             st.undef = undef - ks
 
     def _write(self, st: _State, loc: int, values: frozenset) -> None:
