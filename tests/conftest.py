@@ -43,3 +43,9 @@ def corpus_params(ok_only: bool = True):
 
 def data_files(pattern: str = "**/*.ptx") -> list[Path]:
     return sorted(DATA.glob(pattern))
+
+
+def assert_verified(res) -> None:
+    """Last step of a test: the checker proved every function of an allocation result."""
+    assert {f.verified for f in res.functions} == {True}, \
+        [(f.name, f.verified) for f in res.functions]

@@ -95,17 +95,13 @@ def test_project_ptx_allocates_assembles_and_verifies(path, k):
         assert out.ok, out.output
     from ptxalloc.verify import verify_module_text
     verify_module_text(module, res.ptx, res.functions)
-    states = {fr.verified for fr in res.functions}
-    if states == {None}:
-        pytest.xfail("the checker is not ready (ptxalloc.verify still a placeholder)")
-    assert states == {True}, [(fr.name, fr.verified) for fr in res.functions]
+    assert {fr.verified for fr in res.functions} == {True}, \
+        [(fr.name, fr.verified) for fr in res.functions]
 
 
 def test_allocate_module_with_verify_sets_verified():
     res = allocate_module(parse((DATA / "hand" / "loop_backedge.ptx").read_text()), 4,
                           verify=True)
-    if res.functions[0].verified is None:
-        pytest.xfail("the checker is not ready (ptxalloc.verify still a placeholder)")
     assert [f.verified for f in res.functions] == [True]
     assert res.report()["functions"][0]["verified"] is True
 

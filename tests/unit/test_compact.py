@@ -71,8 +71,6 @@ def test_registers_equal_max_live_on_straight_line_code(text):
     assert fr.spilled_values == 0
     assert fr.registers == fr.max_live
     assert fr.extra["registers_optimal"] is True
-    if fr.verified is None:
-        pytest.xfail("the checker is not ready (ptxalloc.verify still a placeholder)")
     assert fr.verified is True
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA
+from conftest import DATA, assert_verified
 from ptxalloc import ptxas
 from ptxalloc.pipeline import allocate
 from ptxalloc.target.abi import Convention, assign_arguments, return_register
@@ -40,12 +40,6 @@ def physical(fr, reg: str) -> str:
     orig = fr.function.regs.names
     return fr.names[orig.index(reg)]
 
-
-def assert_verified(res):
-    states = {f.verified for f in res.functions}
-    if states == {None}:
-        pytest.xfail("the checker is not ready (ptxalloc.verify still a placeholder)")
-    assert states == {True}, [(f.name, f.verified) for f in res.functions]
 
 
 # -- the files themselves -----------------------------------------------------------------

@@ -10,7 +10,7 @@ from collections import defaultdict
 
 import pytest
 
-from conftest import DATA
+from conftest import DATA, assert_verified
 from ptxalloc import ptxas
 from ptxalloc.errors import AllocationError
 from ptxalloc.ir import build
@@ -96,13 +96,6 @@ def lines_of(text: str) -> list[str]:
     (the emitter puts a tab between opcode and operands)."""
     return [re.sub(r"\s+", " ", ln).strip() for ln in text.splitlines()]
 
-
-def assert_verified(res):
-    """Last step of a test: every function proven by the checker (xfail while it is absent)."""
-    states = {f.verified for f in res.functions}
-    if states == {None}:
-        pytest.xfail("the checker is not ready (ptxalloc.verify still a placeholder)")
-    assert states == {True}, [(f.name, f.verified) for f in res.functions]
 
 
 def assemble(res, arch: str = "sm_80"):

@@ -643,6 +643,26 @@ def parse_param_declaration(text: str) -> Param | None:
     return params[0] if len(params) == 1 else None
 
 
+def _skip_string_or_comment(src: _Source, i: int) -> int:
+    """The position after the string or comment starting at ``i``; ``i`` itself when none
+    starts there."""
+    text = src.text
+    if text[i] == '"':
+        j = text.find('"', i + 1)
+        if j < 0:
+            raise src.error("unterminated string", i)
+        return j + 1
+    if text.startswith("//", i):
+        j = text.find("\n", i)
+        return len(text) if j < 0 else j
+    if text.startswith("/*", i):
+        j = text.find("*/", i + 2)
+        if j < 0:
+            raise src.error("unterminated comment", i)
+        return j + 2
+    return i
+
+
 def _find_header_end(src: _Source, pos: int) -> tuple[int, str]:
     """Position of the '{' or ';' ending a function header (outside parentheses, comments and
     strings). A ';' followed by the body's '{' ends a ``.pragma "...";`` inside the header
@@ -654,27 +674,16 @@ def _find_header_end(src: _Source, pos: int) -> tuple[int, str]:
     seen_kind = False
     while i < n:
         ch = text[i]
-        if ch == '"':
-            j = text.find('"', i + 1)
-            if j < 0:
-                raise src.error("unterminated string", i)
-            i = j + 1
-            continue
+        if ch == '"' or ch == "/":
+            j = _skip_string_or_comment(src, i)
+            if j > i:
+                i = j
+                continue
         if ch == ";" and depth == 0:
             m = _AFTER_SEMI.match(text, i + 1)
             if m is not None and text.startswith("{", m.end()):
                 i = m.end()
                 continue
-        if ch == "/" and text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-            continue
-        if ch == "/" and text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            if j < 0:
-                raise src.error("unterminated comment", i)
-            i = j + 2
-            continue
         if ch == "(":
             depth += 1
         elif ch == ")":
@@ -775,22 +784,11 @@ def _statement_end(src: _Source, pos: int) -> int:
     n = len(text)
     while i < n:
         ch = text[i]
-        if ch == '"':
-            j = text.find('"', i + 1)
-            if j < 0:
-                raise src.error("unterminated string", i)
-            i = j + 1
-            continue
-        if ch == "/" and text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-            continue
-        if ch == "/" and text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            if j < 0:
-                raise src.error("unterminated comment", i)
-            i = j + 2
-            continue
+        if ch == '"' or ch == "/":
+            j = _skip_string_or_comment(src, i)
+            if j > i:
+                i = j
+                continue
         if ch == "{":
             depth += 1
         elif ch == "}":
