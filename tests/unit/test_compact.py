@@ -144,3 +144,57 @@ def test_small_hand_files_reach_max_live_at_k255(name):
     res = allocate((DATA / name).read_text(), registers=255, verify=False)
     for fr in res.functions:
         assert fr.registers == fr.max_live, (fr.name, fr.registers, fr.max_live)
+
+
+# -- the exact search, on random graphs against brute force ---------------------------------
+
+class _Graph:
+    """What _search reads of a Problem: shapes, adjacency bitsets, fixed nodes, the file."""
+
+    def __init__(self, shapes: list, edges: set, k: int):
+        self.shape = dict(enumerate(shapes))
+        self.adj = [0] * len(shapes)
+        for a, b in edges:
+            self.adj[a] |= 1 << b
+            self.adj[b] |= 1 << a
+        self.fixed: dict[int, int] = {}
+        self.regfile = RegFile(k)
+
+
+def _colorable(g: _Graph, limit_units: int) -> bool:
+    """Brute force: does any placement of every node below limit_units keep neighbours
+    apart?"""
+    import itertools
+    n = len(g.shape)
+    opts = [[(s, m) for s, m in g.regfile.placements(g.shape[v]) if s + g.shape[v].units
+             <= limit_units] for v in range(n)]
+    for choice in itertools.product(*opts):
+        if all(not (choice[a][1] & choice[b][1]) for a in range(n) for b in range(n)
+               if g.adj[a] >> b & 1):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_search_is_exact_on_small_graphs(seed):
+    """_search finds a coloring exactly when one exists (32- and 64-bit values, a few
+    registers), and what it returns keeps every interfering pair apart."""
+    import random
+
+    from ptxalloc.alloc.compact import _search
+    from ptxalloc.target.units import GPR, Shape
+    rnd = random.Random(seed)
+    n = rnd.randint(2, 7)
+    shapes = [Shape(GPR, 4, 4) if rnd.random() < 0.3 else Shape(GPR, 2, 2) for _ in range(n)]
+    edges = {(a, b) for a in range(n) for b in range(a + 1, n) if rnd.random() < 0.5}
+    g = _Graph(shapes, edges, 8)
+    for regs in range(1, 7):
+        got = _search(g, list(range(n)), 2 * regs, 10 ** 6)
+        assert got is not None
+        assert (got is not False) == _colorable(g, 2 * regs), (regs, shapes, edges)
+        if got:
+            for a, b in edges:
+                ua = ((1 << shapes[a].units) - 1) << got[a]
+                ub = ((1 << shapes[b].units) - 1) << got[b]
+                assert not ua & ub
+            assert all(got[v] + shapes[v].units <= 2 * regs for v in range(n))

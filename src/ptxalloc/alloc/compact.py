@@ -105,41 +105,71 @@ class _OutOfSteps(Exception):
 
 def _search(p: Problem, order: list[int], limit_units: int,
             steps: int) -> dict[int, int] | None | bool:
-    """Backtracking search for a coloring of every node below ``limit_units``, trying nodes
-    in ``order`` and each node's placements lowest first. Returns the coloring, False when
-    none exists (the search was exhaustive), or None when it gave up after ``steps`` tries."""
+    """Backtracking search for a coloring of every node below ``limit_units``. The next node
+    is always the most constrained one (DSATUR: the most units its colored neighbours take,
+    then the highest degree, then program order), and each of its placements is tried lowest
+    first. Returns the coloring, False when none exists (the search was exhaustive: every
+    placement of every chosen node was tried), or None when it gave up after ``steps``
+    tries."""
     start: dict[int, int] = dict(p.fixed)
     shape = p.shape
     adj = p.adj
+    n_order = len(order)
     nbrs = {n: bits(adj[n]) for n in order}
     options = {n: [(s, m) for s, m in p.regfile.placements(shape[n])
                    if shape[n].file != GPR or s + shape[n].units <= limit_units]
                for n in order}
-    budget = [steps]
-
-    def place(i: int) -> bool:
-        if i == len(order):
-            return True
-        n = order[i]
-        forbidden = 0
+    # forbidden units of each uncolored node, from its colored neighbours
+    forbidden: dict[int, int] = {}
+    for n in order:
+        f = 0
         for m in nbrs[n]:
             sm = start.get(m)
             if sm is not None:
-                forbidden |= ((1 << shape[m].units) - 1) << sm
+                f |= ((1 << shape[m].units) - 1) << sm
+        forbidden[n] = f
+    # selection key: saturation first, then degree, then earlier in program order
+    degree = {n: len(nbrs[n]) for n in order}
+    tie = {n: (degree[n] << 16) | (n_order - i) for i, n in enumerate(order)}
+    key = {n: (forbidden[n].bit_count() << 32) | tie[n] for n in order}
+    uncolored = set(order)
+    budget = [steps]
+
+    def place() -> bool:
+        if not uncolored:
+            return True
+        n = max(uncolored, key=key.__getitem__)
+        uncolored.remove(n)
+        f = forbidden[n]
+        width = (1 << shape[n].units) - 1
         for s, mask in options[n]:
-            if mask & forbidden:
+            if mask & f:
                 continue
             budget[0] -= 1
             if budget[0] < 0:
                 raise _OutOfSteps
             start[n] = s
-            if place(i + 1):
+            units = width << s
+            changed = []
+            for m in nbrs[n]:
+                if m in uncolored:
+                    old = forbidden[m]
+                    new = old | units
+                    if new != old:
+                        changed.append((m, old))
+                        forbidden[m] = new
+                        key[m] = (new.bit_count() << 32) | tie[m]
+            if place():
                 return True
+            for m, old in changed:
+                forbidden[m] = old
+                key[m] = (old.bit_count() << 32) | tie[m]
             del start[n]
+        uncolored.add(n)
         return False
 
     try:
-        return start if place(0) else False
+        return start if place() else False
     except (_OutOfSteps, RecursionError):
         return None
 
