@@ -19,7 +19,7 @@ import pytest
 from conftest import DATA
 from ptxalloc.alloc import fatpoint_order as fo
 from ptxalloc.alloc.fatpoint import (HARD, HIST, NOSPILL, SPILL, FatPoint, allocate_class,
-                                     color, propagate_aliases, scan)
+                                     color, scan)
 from ptxalloc.alloc.fatpoint_guidance import excess_points, spill_guidance
 from ptxalloc.alloc.knobs import KNOBS, parse_knob, parse_knobs, resolve
 from ptxalloc.alloc.problem import Problem
@@ -265,7 +265,7 @@ def test_assignment_propagates_along_alias_chains():
     coalesce(p)
     assert p.find(1) == p.find(0)
     a = FatPoint(p, GPR).attempt(NOSPILL, 8)
-    regs = propagate_aliases(p, a.start)
+    regs = p.register_starts(a.start)
     assert regs[0] == regs[1] == a.start[p.find(0)]
     assert regs[4] == regs[3] + 2 and regs[3] % 4 == 0
     assert regs[2] != regs[0]

@@ -382,13 +382,8 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
             options: Options, pinned: set[int], conv: Convention, info, analysis,
             session: Session) -> None:
     regs = work.regs
-    start: dict[int, int] = {}
-    shapes: dict[int, object] = {}
-    for node, members in problem.members.items():
-        s = coloring.start[node]
-        for v in members:
-            start[v] = s + problem.offset[v]
-            shapes[v] = vreg_shape(regs.classes[v], regs.vec[v])
+    start = problem.register_starts(coloring.start)
+    shapes = {v: vreg_shape(regs.classes[v], regs.vec[v]) for v in start}
     used_units = 0
     for v, s in start.items():
         if shapes[v].file == GPR:

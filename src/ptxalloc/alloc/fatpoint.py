@@ -120,17 +120,6 @@ class Attempt:
         return ", ".join(parts)
 
 
-def propagate_aliases(p: Problem, start: dict[int, int]) -> dict[int, int]:
-    """The assignment's walk along alias chains (sub_94FDD0): every register of an assigned
-    node — the copies coalesced into it, a tuple's members — gets the node's start unit plus
-    its own offset. (The driver does the same when it writes the allocation out.)"""
-    out: dict[int, int] = {}
-    for n, s in start.items():
-        for v in p.members[n]:
-            out[v] = s + p.offset[v]
-    return out
-
-
 def scan(primary: list[int], secondary: list[float], slots: list[int],
          threshold: int) -> int | None:
     """The seed's slot scan: skip slots above the threshold; the minimum primary count wins,
@@ -339,8 +328,8 @@ class FatPoint:
             if c & hard:
                 continue
             pc = c.bit_count()
-            if pc > threshold:
-                continue
+            if pc > threshold or (best is not None and pc > best_p):
+                continue                         # skipped, or cannot win
             sec = self.soft_cost(s, units, bonus, want)
             for m in bits(c):
                 sec += cost[m]

@@ -93,30 +93,35 @@ def excess_points(p: Problem, file: int, floor_units: int,
             runs[-1] = (runs[-1][0], b)
         else:
             runs.append((a, b))
-    units_of: dict[int, int] = {}
     for b in cfg.blocks:
         first = b.first
         instrs = b.instrs
-        hot = [k for k in range(len(instrs)) if press[first + k] > limit]
-        if not hot:
+        # the walk can stop after the earliest excess point
+        lowest = next((k for k in range(len(instrs)) if press[first + k] > limit), None)
+        if lowest is None:
             continue
-        lowest = hot[0]                      # the walk can stop after the earliest one
         count: dict[int, int] = {}           # node -> its registers live
         since: dict[int, int] = {}           # node -> first point of its open interval
         live: set[int] = set()               # registers live
-        total = 0
-        for v in bits(live_out[b.id]):
-            n = node(v)
-            if n >= 0:
-                live.add(v)
-                c = count.get(n, 0)
-                count[n] = c + 1
-                if not c:
-                    u = units_of.get(n)
-                    if u is None:
-                        u = units_of[n] = shape[n].units
-                    total += u
-                    since[n] = len(totals)
+
+        def enter(regs) -> int:
+            """Registers becoming live (walking backwards); returns the units their nodes
+            add to the total."""
+            added = 0
+            for v in regs:
+                if v in live:
+                    continue
+                n = node(v)
+                if n >= 0:
+                    live.add(v)
+                    c = count.get(n, 0)
+                    count[n] = c + 1
+                    if not c:
+                        added += shape[n].units
+                        since[n] = len(totals)
+            return added
+
+        total = enter(bits(live_out[b.id]))
         for k in range(len(instrs) - 1, lowest - 1, -1):
             ins = instrs[k]
             if press[first + k] > limit:
@@ -151,22 +156,9 @@ def excess_points(p: Problem, file: int, floor_units: int,
                             count[n] = c - 1
                             continue
                         del count[n]
-                        total -= units_of[n]
+                        total -= shape[n].units
                         close(n, since.pop(n), len(totals))
-            for v in ins.uses:
-                if v in live:
-                    continue
-                n = node(v)
-                if n >= 0:
-                    live.add(v)
-                    c = count.get(n, 0)
-                    count[n] = c + 1
-                    if not c:
-                        u = units_of.get(n)
-                        if u is None:
-                            u = units_of[n] = shape[n].units
-                        total += u
-                        since[n] = len(totals)
+            total += enter(ins.uses)
         end = len(totals)
         for n, a in since.items():
             close(n, a, end)

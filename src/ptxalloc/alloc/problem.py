@@ -108,6 +108,13 @@ class Problem:
             self.shape_masks[sh] = self.shape_masks.get(sh, 0) | (1 << leader)
         self.wdeg = {leader: self.weighted_degree(leader) for leader in self.members}
 
+    def register_starts(self, start: dict[int, int]) -> dict[int, int]:
+        """Every register's start unit under an assignment of nodes (the walk along alias
+        chains, seed 004's sub_94FDD0): the copies coalesced into a node and a tuple's members
+        take the node's start plus their own offset."""
+        offset = self.offset
+        return {v: s + offset[v] for n, s in start.items() for v in self.members[n]}
+
     # -- union-find --
 
     def find(self, v: int) -> int:

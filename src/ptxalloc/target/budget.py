@@ -49,6 +49,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .occupancy import launch_threads
 from .sm import SMProfile
 
 GRANULE = 8                 # registers per thread in one 256-register warp granule
@@ -110,16 +111,9 @@ def occupancy_weight(model: BudgetModel, sm: SMProfile, warps: int) -> float:
 def launch_limit(sm: SMProfile, directives: dict) -> tuple[int, str]:
     """The register limit the launch bounds impose, and why."""
     limit, why = MAX_REGS, "255 (no launch bounds)"
-    threads = 0
-    for key in ("reqntid", "maxntid"):
-        val = directives.get(key)
-        if val:
-            dims = val if isinstance(val, list) else [val]
-            threads = 1
-            for d in dims:
-                threads *= max(1, int(d))
-            break
-    if threads:
+    bound = launch_threads(directives)
+    if bound is not None:
+        key, threads = bound
         blocks = directives.get("minnctapersm") or 1
         if isinstance(blocks, list):
             blocks = blocks[0]
@@ -129,7 +123,7 @@ def launch_limit(sm: SMProfile, directives: dict) -> tuple[int, str]:
             r -= 1
         if r < limit:
             limit = r
-            why = (f"{r} (.{'reqntid' if directives.get('reqntid') else 'maxntid'} {threads}"
+            why = (f"{r} (.{key} {threads}"
                    f"{f' x {blocks} blocks' if int(blocks) > 1 else ''} must fit: "
                    f"{need} warps)")
     maxnreg = directives.get("maxnreg")

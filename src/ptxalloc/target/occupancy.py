@@ -34,14 +34,20 @@ def occupancy(sm: SMProfile, registers: int, block: int = DEFAULT_BLOCK) -> Occu
     return Occupancy(registers, block, blocks, threads, threads / sm.max_threads)
 
 
-def block_size(directives: dict) -> int:
-    """Threads per block from ``.reqntid``/``.maxntid`` (their product), else 256."""
+def launch_threads(directives: dict) -> tuple[str, int] | None:
+    """The launch bound that fixes the threads per block — ``reqntid`` before ``maxntid`` —
+    and the product of its dimensions; None when the function declares neither."""
     for key in ("reqntid", "maxntid"):
         val = directives.get(key)
         if val:
-            dims = val if isinstance(val, list) else [val]
             n = 1
-            for d in dims:
+            for d in (val if isinstance(val, list) else [val]):
                 n *= max(1, int(d))
-            return n
-    return DEFAULT_BLOCK
+            return key, n
+    return None
+
+
+def block_size(directives: dict) -> int:
+    """Threads per block from ``.reqntid``/``.maxntid`` (their product), else 256."""
+    bound = launch_threads(directives)
+    return DEFAULT_BLOCK if bound is None else bound[1]
