@@ -794,3 +794,32 @@ def test_every_allocation_of_the_project_ptx_is_proven(path, budget):
         verify_module_text(module, result.ptx, result.functions)
         assert result.functions[0].verified is True
         verify_modules(module, parse_allocated(result.ptx))
+
+
+TCGEN05_RED = """\t.reg .b32 %r<6>;
+\t.reg .b64 %rd<2>;
+\tld.param.u64 %rd1, [k_p];
+\tld.global.u32 %r4, [%rd1];
+\ttcgen05.ld.red.sync.aligned.32x32b.x2.min.f32 {%r1, %r2}, %r3, [%r4];
+\tld.global.u32 %r5, [%rd1+4];
+\ttcgen05.wait::ld.sync.aligned;
+\tst.global.u32 [%rd1], %r1;
+\tst.global.u32 [%rd1+4], %r2;
+\tst.global.u32 [%rd1+8], %r5;
+\tret;"""
+
+
+def test_tcgen05_ld_red_keeps_its_scalar_redval_in_flight():
+    """redval, a scalar destination of tcgen05.ld.red, is written asynchronously like the
+    vector: no other value may take its register before tcgen05.wait::ld, even when redval
+    itself is never read."""
+    orig = kernel(TCGEN05_RED)
+    alloc = TCGEN05_RED.replace(".reg .b32 %r<6>;\n\t.reg .b64 %rd<2>;",
+                                ".reg .b32 %R<7>;\n\t.reg .b64 %RD<5>;")
+    for old, new in (("%r1", "%R0"), ("%r2", "%R1"), ("%r3", "%R2"), ("%r4", "%R3"),
+                     ("%rd1", "%RD4")):
+        alloc = alloc.replace(old, new)
+    prove(orig, kernel(alloc.replace("%r5", "%R6"), "budget=8 arch=sm_100 stem="))
+    refute(orig, kernel(alloc.replace("%r5", "%R2"), "budget=8 arch=sm_100 stem="),
+           r"writes %R2 while the asynchronous instruction of line \d+ still uses %R2 for "
+           r"%r3#\d+ \(until tcgen05.wait::ld\)")

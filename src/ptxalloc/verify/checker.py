@@ -774,13 +774,11 @@ class FunctionChecker:
                 got = isa.async_operands(o)
                 if got is not None:
                     values, wait = got
-                    vlocs = {}
-                    for x, y, role, i, member in pairs:
-                        if x.v in values:
-                            vlocs.setdefault(x.v, []).append(
-                                self.value_loc(y.v, x.v, x.comp, "operand", idx))
-                    asyn = (tuple((loc, v) for v, ls in vlocs.items() for loc in ls), wait,
-                            base + "." + opc.split(".")[1])
+                    # every operand register the instruction keeps accessing, whether a
+                    # vector member or a plain register (tcgen05.ld.red's redval)
+                    accessed = dict.fromkeys((loc, v) for loc, v in defs if v in values)
+                    accessed.update(((loc, v), None) for loc, v, _ in uses if v in values)
+                    asyn = (tuple(accessed), wait, base + "." + opc.split(".")[1])
                 if opc.startswith("wgmma.wait_group"):
                     if o.ops and type(o.ops[0]) is Imm and o.ops[0].text.strip() == "0":
                         wait_clear = "wgmma.wait_group"
