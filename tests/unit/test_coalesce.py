@@ -317,3 +317,25 @@ def test_project_data_moves_are_counted(tmp_path):
     assert removed == sum(f.moves_coalesced for f in res.functions)
     for f in res.functions:
         assert 0 <= f.moves_coalesced <= f.moves
+
+
+@pytest.mark.parametrize("name", ["tensor_sm80", "texture_sm80", "vectors_sm80", "vectors_sm90"])
+@pytest.mark.parametrize("k", [24, 64])
+def test_weighted_degrees_stay_exact_through_merges(name, k, monkeypatch):
+    """After the driver's coalescing (scalars merged into tuples, 64-bit pairs), every node's
+    kept weighted degree is the one recomputed from scratch: a neighbour shared with the node
+    that disappeared loses that node's weight, not the survivor's."""
+    from conftest import DATA
+    from ptxalloc.alloc import driver
+    merges = []
+
+    def checked(p, *args, **kw):
+        before = len(p.members)
+        got = coalesce(p, *args, **kw)
+        merges.append(before - len(p.members))
+        wrong = [n for n in p.members if p.wdeg[n] != p.weighted_degree(n)]
+        assert not wrong, (wrong[:5], [(p.wdeg[n], p.weighted_degree(n)) for n in wrong[:5]])
+        return got
+    monkeypatch.setattr(driver, "coalesce", checked)
+    allocate_module(parse((DATA / f"{name}.ptx").read_text()), k, verify=False)
+    assert sum(merges) > 0

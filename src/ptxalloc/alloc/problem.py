@@ -16,8 +16,6 @@ colorable when its weighted degree is below the number of its placements in the 
 
 from __future__ import annotations
 
-import math
-
 from ..analysis import FunctionAnalysis
 from ..ir.registers import RegClass
 from ..target.units import RegFile, Shape, blocking_weight, vreg_shape
@@ -149,6 +147,7 @@ class Problem:
         with the tuple members it would share units with."""
         adj = self.adj
         shape = self.shape[keep]
+        gone_shape = self.shape[gone]
         keep_bit = 1 << keep
         common = adj[keep] & adj[gone]
         neighbours = bits(adj[gone] & ~keep_bit)
@@ -157,20 +156,19 @@ class Problem:
             am |= keep_bit
             adj[m] = am
             if common >> m & 1:
-                # m loses one neighbour
-                self.wdeg[m] -= blocking_weight(self.shape[m], shape)
-            elif at or self.shape[gone] != shape:
+                # m loses one neighbour: gone
+                self.wdeg[m] -= blocking_weight(self.shape[m], gone_shape)
+            elif at or gone_shape != shape:
                 self.wdeg[m] = self.weighted_degree(m)
         adj[keep] = (adj[keep] | adj[gone]) & ~keep_bit & ~(1 << gone)
         del adj[gone]
-        self.shape_masks[self.shape[gone]] &= ~(1 << gone)
+        self.shape_masks[gone_shape] &= ~(1 << gone)
         self.parent[gone] = keep
         gone_members = self.members.pop(gone)
         for v in gone_members:
             self.offset[v] += at
         self.members[keep].extend(gone_members)
-        c1, c2 = self.cost[keep], self.cost[gone]
-        self.cost[keep] = c1 + c2 if not (math.isinf(c1) or math.isinf(c2)) else math.inf
+        self.cost[keep] += self.cost[gone]          # costs are >= 0: inf stays inf
         if gone in self.fixed:
             self.fixed[keep] = self.fixed.pop(gone)
         del self.wdeg[gone]
