@@ -82,10 +82,13 @@ def _convention_figures(module, fn, sm, budget: int) -> dict | None:
     """The calling-convention figures of a function at a budget: they depend on the allocation
     (which registers values live across calls get), so the function is allocated to find them.
     None for a leaf kernel, or when the budget is impossible for the function."""
+    from .alloc.convention import applies
     from .alloc.driver import allocate_function
     from .errors import AllocationError
     from .ir.instruction import Raw
 
+    if not applies(fn):
+        return None
     try:
         result = allocate_function(fn, sm, budget, module_decls=[
             it.text for it in module.items if type(it) is Raw])

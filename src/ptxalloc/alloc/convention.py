@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import islice
 
 from ..ir import build
 from ..ir.cfg import CFG
@@ -66,8 +67,13 @@ class ConventionInfo:
                 "save_restore_bytes": self.save_restore_bytes}
 
 
-def _is_call(ins: Instruction) -> bool:
-    return ins.opcode == "call" or ins.opcode.startswith("call.")
+def is_call(ins: Instruction) -> bool:
+    return ins.base == "call"
+
+
+def applies(fn: Function) -> bool:
+    """Whether the convention constrains ``fn`` at all: a ``.func``, or a kernel that calls."""
+    return fn.kind == "func" or any(is_call(ins) for ins in fn.instructions())
 
 
 def _param_base(op) -> tuple[str, str] | None:
@@ -116,10 +122,10 @@ def prepare(fn: Function, conv: Convention, module_decls: list[str],
     """Bind argument and result values to the convention's registers (in place)."""
     info = ConventionInfo()
     instrs = fn.instructions()
-    info.calls = sum(1 for ins in instrs if _is_call(ins))
+    info.calls = sum(1 for ins in instrs if is_call(ins))
     info.leaf = info.calls == 0
     info.active = fn.kind == "func" or not info.leaf
-    info.guarded_ret = any(ins.opcode.split(".", 1)[0] == "ret" and ins.guard >= 0
+    info.guarded_ret = any(ins.base == "ret" and ins.guard >= 0
                            for ins in instrs)
     if not info.active:
         return info
@@ -156,7 +162,7 @@ def prepare(fn: Function, conv: Convention, module_decls: list[str],
                     bind_def[id(ins)] = own_arg[pb[0]]
                 elif pb[0] in pending_ret:
                     bind_def[id(ins)] = pending_ret.pop(pb[0])
-        elif _is_call(ins):
+        elif is_call(ins):
             rets, args = _call_lists(ins)
             arg_names = [a.text for a in args if type(a) is Sym]
             if len(arg_names) == len(args):
@@ -197,7 +203,7 @@ def prepare(fn: Function, conv: Convention, module_decls: list[str],
                 t = _precolored(fn, dst.v, reg, info, origin_of)
                 new = s.copy_with([Reg(t), s.ops[1]])
                 post.append(_move(regs, dst.v, t, origin_of, s.line))
-        elif _is_call(s):
+        elif is_call(s):
             new = _bind_register_call(fn, s, conv, info, origin_of, pre, post)
         body.extend(pre)
         body.append(new)
@@ -293,13 +299,13 @@ def _tail_calls(fn: Function) -> int:
     count = 0
     instrs = fn.instructions()
     for i, ins in enumerate(instrs):
-        if not _is_call(ins):
+        if not is_call(ins):
             continue
         rets, _ = _call_lists(ins)
         names = {r.text for r in rets if type(r) is Sym}
         carried: set[int] = {r.v for r in rets if type(r) is Reg}
         ok = False
-        for nxt in instrs[i + 1:]:
+        for nxt in islice(instrs, i + 1, None):
             opc = nxt.opcode
             if opc.startswith("ld.param"):
                 pb = _param_base(nxt.ops[1]) if len(nxt.ops) == 2 else None
@@ -312,7 +318,7 @@ def _tail_calls(fn: Function) -> int:
                     break
             elif nxt.is_copy and set(nxt.uses) <= carried:
                 carried.update(nxt.defs)
-            elif opc.split(".", 1)[0] == "ret" and nxt.guard < 0:
+            elif nxt.base == "ret" and nxt.guard < 0:
                 ok = True
                 break
             else:
@@ -327,11 +333,11 @@ def live_across_calls(cfg: CFG, liveness) -> dict[int, int]:
     """For each call (by instruction id) the bitset of registers live across it."""
     out: dict[int, int] = {}
     for b in cfg.blocks:
-        if not any(_is_call(ins) for ins in b.instrs):
+        if not any(is_call(ins) for ins in b.instrs):
             continue
         after = liveness.live_after(b.id)
         for k, ins in enumerate(b.instrs):
-            if _is_call(ins):
+            if is_call(ins):
                 live = after[k]
                 for d in ins.defs:
                     live &= ~(1 << d)
@@ -417,7 +423,7 @@ def insert_callee_saves(fn: Function, used_units: int, conv: Convention, info: C
         if type(s) is Instruction and not placed:
             body.extend(prologue)
             placed = True
-        if type(s) is Instruction and s.opcode.split(".", 1)[0] == "ret":
+        if type(s) is Instruction and s.base == "ret":
             for v, key in epilogue_for:
                 ld = build.spill_reload(regs, v, state.array, s.line)
                 ld.origin = ("crestore", int(key[1]), key)

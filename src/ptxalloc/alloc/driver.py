@@ -405,7 +405,7 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
     if not info.leaf:
         caller = conv.caller_saved_units()
         for ins in cfg.instrs:
-            if convention._is_call(ins):
+            if convention.is_call(ins):
                 clobbers[id(ins)] = caller
     redundant = remove_redundant_spill_code(cfg, mask_of, clobbers)
     if redundant:
