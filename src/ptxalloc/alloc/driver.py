@@ -24,13 +24,11 @@ may also move spill slots once they are laid out and add notes and fields to the
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from ..analysis import analyze_function
-from ..analysis.liveness import Liveness
 from ..analysis.tuples import find_tuples
 from ..errors import AllocationError
 from ..ir import isa

@@ -20,8 +20,6 @@ from ..ir.module import Function
 from ..ir.operands import Sym
 from ..ir.registers import CLASS_BITS, RegClass, RegTable
 
-_FAMILIES = ("R", "RD", "RQ", "H", "P", "V")
-
 
 def choose_stem(fn: Function) -> str:
     """The shortest stem (``""``, ``"x"``, ``"xx"`` ...) whose physical names clash with no

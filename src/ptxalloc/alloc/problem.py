@@ -17,7 +17,6 @@ colorable when its weighted degree is below the number of its placements in the 
 from __future__ import annotations
 
 from ..analysis import FunctionAnalysis
-from ..ir.registers import RegClass
 from ..target.units import RegFile, Shape, blocking_weight, vreg_shape
 from ..util import bits
 
@@ -122,9 +121,6 @@ class Problem:
             v = p[v]
         return v
 
-    def nodes(self) -> list[int]:
-        return list(self.members)
-
     def weighted_degree(self, node: int) -> int:
         shape = self.shape[node]
         a = self.adj[node]
@@ -176,6 +172,3 @@ class Problem:
         self.wdeg[keep] = self.weighted_degree(keep)
         if gone in self.prefer and keep not in self.prefer:
             self.prefer[keep] = self.prefer.pop(gone)
-
-    def is_pred(self, node: int) -> bool:
-        return self.analysis.fn.regs.classes[node] == RegClass.PRED

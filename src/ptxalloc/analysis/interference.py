@@ -129,9 +129,6 @@ class InterferenceGraph:
         self.bank_adj = bank
         self.moves = moves
 
-    def degree(self, v: int) -> int:
-        return self.adj[v].bit_count()
-
     def interferes(self, u: int, v: int) -> bool:
         return bool(self.adj[u] >> v & 1)
 

@@ -36,7 +36,7 @@ def instr_gen_kill(ins: Instruction) -> tuple[int, int]:
 
 
 class Liveness:
-    __slots__ = ("cfg", "gen", "kill", "live_in", "live_out", "iterations")
+    __slots__ = ("cfg", "gen", "kill", "live_in", "live_out")
 
     def __init__(self, cfg: CFG):
         self.cfg = cfg
@@ -63,13 +63,11 @@ class Liveness:
         order = cfg.rpo[::-1] + [b.id for b in blocks if not b.reachable]
         work = list(reversed(order))        # a stack: pops post-order first
         queued = [True] * n
-        iterations = 0
         succs = [b.succs for b in blocks]
         preds = [b.preds for b in blocks]
         while work:
             b = work.pop()
             queued[b] = False
-            iterations += 1
             out = 0
             for s in succs[b]:
                 out |= live_in[s]
@@ -85,7 +83,6 @@ class Liveness:
         self.kill = kill
         self.live_in = live_in
         self.live_out = live_out
-        self.iterations = iterations
 
     def live_after(self, block_id: int) -> list[int]:
         """The live set after each instruction of a block."""

@@ -348,7 +348,3 @@ def _label_operand(instr: Instruction) -> str | None:
 
 def _cfg_error(fn: Function, instr: Instruction, message: str) -> PtxSyntaxError:
     return PtxSyntaxError(f"in function '{fn.name}': {message}", fn.filename, instr.line, 1)
-
-
-def build_cfg(fn: Function) -> CFG:
-    return CFG(fn)

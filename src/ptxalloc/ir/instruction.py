@@ -84,14 +84,6 @@ class Instruction:
         self.defs = tuple(defs) if len(defs) < 2 else tuple(dict.fromkeys(defs))
         self.uses = tuple(uses) if len(uses) < 2 else tuple(dict.fromkeys(uses))
 
-    def def_regs(self) -> list[Reg]:
-        """Register references in defined positions (with repetition, in operand order)."""
-        out = []
-        for op, role in zip(self.ops, self.roles):
-            if role & DEF and type(op) is not Mem:
-                out.extend(op.regs())
-        return out
-
     def render(self, name: Callable[[int], str]) -> str:
         """The instruction as PTX text (no indentation, with its ';')."""
         text = self.opcode

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from ..ir.instruction import COMMENT, LOC, SCOPE_CLOSE, SCOPE_OPEN, Instruction, Label, Removed
+from ..ir.instruction import SCOPE_CLOSE, SCOPE_OPEN, Instruction, Label, Removed
 from ..ir.module import Function, Module
 
 
@@ -35,8 +35,6 @@ def emit_body(body: Iterable, name: Callable[[int], str], out: list[str]) -> Non
             elif k == SCOPE_CLOSE:
                 indent -= 1
                 out.append("\t" * indent + "}")
-            elif k == COMMENT or k == LOC:
-                out.append("\t" * indent + s.text)
             else:
                 out.append("\t" * indent + s.text)
 

@@ -150,10 +150,6 @@ def _split_top(text: str) -> list[str]:
     return out
 
 
-def _depth_zero_pipe(text: str) -> bool:
-    return _split_pipe(text)[1] is not None
-
-
 def _split_pipe(text: str) -> tuple[str, str | None]:
     """Split ``a|b`` at a '|' outside brackets (``{..}|%p`` is a vector and a predicate)."""
     depth = 0
@@ -280,9 +276,10 @@ class _FunctionParser:
         if not tok:
             raise self.src.error("empty operand", pos)
         c = tok[0]
-        if "|" in tok and _depth_zero_pipe(tok):
+        if "|" in tok:
             a, b = _split_pipe(tok)
-            return Pair(self.operand(a.strip(), pos), self.operand(b.strip(), pos))
+            if b is not None:
+                return Pair(self.operand(a.strip(), pos), self.operand(b.strip(), pos))
         if c == "%" or c.isalpha() or c == "_" or c == "$":
             if tok == "_":
                 return SINK

@@ -111,6 +111,3 @@ class Blocks:
         order.reverse()
         self.rpo = order
         self.reachable = reachable
-
-    def shape(self) -> list[tuple]:
-        return [(tuple(self.labels[b]), self.count[b]) for b in range(self.n)]

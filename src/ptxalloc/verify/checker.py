@@ -83,9 +83,8 @@ from ..ir import isa
 from ..ir.instruction import (COMMENT, DEF, DIRECTIVE, USE, Instruction, Label, Raw)
 from ..ir.module import Function
 from ..ir.operands import Args, Imm, Mem, Neg, Not, Pair, Reg, Sink, Sum, Sym, Vec
-from ..ir.registers import RegClass
 from .blocks import Blocks
-from .locations import (CLASS_BITS, CLASS_FAMILY, FAMILY_TYPE, GPR, PIN, PRED, SLOT, Locations,
+from .locations import (CLASS_BITS, CLASS_FAMILY, FAMILY_TYPE, GPR, SLOT, Locations,
                         NameDecoder, Placement, pow2_at_least)
 
 
@@ -234,10 +233,6 @@ def _meet(states: list[_State]) -> _State:
         if s.pending != pending:
             pending = pending | s.pending
     return _State(held, undef, pending)
-
-
-class _Fail(Exception):
-    """A refutation inside the dataflow, turned into a VerificationError with context."""
 
 
 class FunctionChecker:
