@@ -436,14 +436,7 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
         elif o and o[0] in LOAD_KINDS:
             loads += width_bytes(regs, ins.defs[0])
     # the high-water marks cover whole placements (a tuple's sink members included)
-    gprs = [-1]
-    preds = [-1]
-    for node, s in coloring.start.items():
-        shape = problem.shape[node]
-        if shape.file == PRED:
-            preds.append(s)
-        else:
-            gprs.append((s + shape.units - 1) // 2)
+    preds = [s for node, s in coloring.start.items() if problem.shape[node].file == PRED]
     header = (f"//@ptxalloc allocator={options.allocator} budget={budget} arch={sm.name} "
               f"stem={stem}" + (f" spill={SPILL_ARRAY} frame={frame}" if frame else "")
               + (" abi=1" if info.active else "") + (" leaf=1" if info.leaf else ""))
@@ -453,8 +446,8 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
                                  array_decl, removed_copies)
     result.function = out
     result.names = names
-    result.registers = max(gprs) + 1
-    result.predicates = max(preds) + 1
+    result.registers = high_water(problem, coloring.start)
+    result.predicates = max(preds, default=-1) + 1
     result.spill_stores_bytes = stores
     result.spill_loads_bytes = loads
     result.stack_frame_bytes = frame
