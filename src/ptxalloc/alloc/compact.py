@@ -16,7 +16,7 @@ like any other. docs/decisions.md records it as the project's addition to the se
 from __future__ import annotations
 
 from ..target.units import GPR
-from ..util import bits
+from ..util import bits, mask_of
 from .briggs import Coloring
 from .problem import Problem
 
@@ -63,15 +63,14 @@ def _greedy(p: Problem, order: list[int], best_fit: bool,
     than a pair prefers a free placement inside a pair that is already partly used, so that
     free pairs stay whole."""
     start: dict[int, int] = dict(p.fixed)
+    colored = mask_of(start)
     shape = p.shape
     adj = p.adj
     regfile = p.regfile
     for n in order:
         forbidden = 0
-        for m in bits(adj[n]):
-            sm = start.get(m)
-            if sm is not None:
-                forbidden |= ((1 << shape[m].units) - 1) << sm
+        for m in bits(adj[n] & colored):
+            forbidden |= ((1 << shape[m].units) - 1) << start[m]
         sh = shape[n]
         choice = None
         for m in partners.get(n, ()):
@@ -79,24 +78,30 @@ def _greedy(p: Problem, order: list[int], best_fit: bool,
             if sm is not None and not (((1 << sh.units) - 1) << sm) & forbidden:
                 choice = sm
                 break
-        if choice is not None:
-            start[n] = choice
-            continue
-        for s, mask in regfile.placements(sh):
-            if mask & forbidden:
-                continue
-            if choice is None:
-                choice = s
-                if not best_fit or sh.units >= 4 or sh.file != GPR:
-                    break
-            pair = 0xF << (s & ~3)
-            if forbidden & pair:
-                choice = s
-                break
         if choice is None:
-            return None
+            choice = _lowest_free(regfile.placements(sh), forbidden, best_fit and sh.units < 4
+                                  and sh.file == GPR)
+            if choice is None:
+                return None
         start[n] = choice
+        colored |= 1 << n
     return start
+
+
+def _lowest_free(placements, forbidden: int, keep_pairs_whole: bool) -> int | None:
+    """The lowest placement free of ``forbidden``; with ``keep_pairs_whole`` the lowest one
+    inside a partly used aligned pair of registers when there is one."""
+    choice = None
+    for s, mask in placements:
+        if mask & forbidden:
+            continue
+        if choice is None:
+            choice = s
+            if not keep_pairs_whole:
+                break
+        if forbidden & (0xF << (s & ~3)):
+            return s
+    return choice
 
 
 class _OutOfSteps(Exception):
