@@ -57,7 +57,8 @@ class InterferenceGraph:
     """Interference between the virtual registers of one function.
 
     ``adj[v]`` is the bitset of registers interfering with ``v``; ``moves`` the list of copies
-    as (instruction id, destination, source); ``bank_adj[v]`` the soft bank-conflict partners.
+    as (instruction id, destination, source); ``bank_adj[v]`` the soft bank-conflict partners,
+    found on first use (only Briggs's select above 32 registers asks for them).
     """
 
     def __init__(self, cfg: CFG, liveness: Liveness):
@@ -74,7 +75,6 @@ class InterferenceGraph:
         self.pred_mask = pred_mask
         self.gpr_mask = gpr_mask
         adj = [0] * nregs
-        bank = [0] * nregs
         moves: list[tuple[int, int, int]] = []
         with gc_paused():
             for b in cfg.blocks:
@@ -101,16 +101,7 @@ class InterferenceGraph:
                         if ins.guard < 0:
                             for d in defs:
                                 live &= ~(1 << d)
-                    uses = ins.uses
-                    if len(uses) > 1:
-                        srcs = [u for u in uses if classes[u] != RegClass.PRED
-                                and u not in defs]
-                        if len(srcs) > 1:
-                            for u in srcs:
-                                for w in srcs:
-                                    if w != u:
-                                        bank[u] |= 1 << w
-                    for u in uses:
+                    for u in ins.uses:
                         live |= 1 << u
             # registers live on entry interfere with each other (implicit definitions at entry)
             entry = liveness.entry_live
@@ -126,8 +117,28 @@ class InterferenceGraph:
                     for v in bits(a):
                         adj[v] |= bu
         self.adj = adj
-        self.bank_adj = bank
         self.moves = moves
+        self._cfg = cfg
+        self._bank: list[int] | None = None
+
+    @property
+    def bank_adj(self) -> list[int]:
+        """Per register, the registers read with it by one instruction (sources other than
+        the instruction's own destinations, predicates apart): soft bank-conflict partners."""
+        if self._bank is None:
+            classes = self._cfg.fn.regs.classes
+            bank = [0] * self.nregs
+            for ins in self._cfg.instrs:
+                uses = ins.uses
+                if len(uses) > 1:
+                    defs = ins.defs
+                    srcs = [u for u in uses if classes[u] != RegClass.PRED and u not in defs]
+                    for u in srcs:
+                        for w in srcs:
+                            if w != u:
+                                bank[u] |= 1 << w
+            self._bank = bank
+        return self._bank
 
     def interferes(self, u: int, v: int) -> bool:
         return bool(self.adj[u] >> v & 1)
