@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -49,3 +50,14 @@ def assert_verified(res) -> None:
     """Last step of a test: the checker proved every function of an allocation result."""
     assert {f.verified for f in res.functions} == {True}, \
         [(f.name, f.verified) for f in res.functions]
+
+
+_NEEDS = re.compile(r":\d+: function '[^']+': '[^\n]+' needs (\d+(?:\.\d+)?) registers at once")
+
+
+def assert_justified_refusal(message: str, k: int) -> None:
+    """An AllocationError is acceptable only when it names an instruction needing more than K
+    registers at once (SPEC section 2: some budgets are impossible)."""
+    m = _NEEDS.search(message)
+    assert m and float(m.group(1)) > k, f"refusal at K = {k} without an instruction too big: " \
+                                        f"{message}"

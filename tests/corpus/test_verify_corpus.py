@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import corpus_params, corpus_root
+from conftest import assert_justified_refusal, corpus_params, corpus_root
 from ptxalloc.errors import AllocationError, VerificationError
 from ptxalloc.ir.module import Function, Module
 from ptxalloc.pipeline import allocate_module
@@ -51,7 +51,8 @@ def prove_file(path: str, budget: int) -> dict:
         for fn in module.functions:
             try:
                 allocate_module(module, budget, function=fn.name, verify=False)
-            except AllocationError:
+            except AllocationError as e:
+                assert_justified_refusal(str(e), budget)
                 refused.add(fn.name)
         module = _without(module, refused)
         t0 = time.perf_counter()

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from conftest import DATA
+from conftest import DATA, assert_justified_refusal
 from ptxalloc.errors import AllocationError, VerificationError
 from ptxalloc.pipeline import allocate, allocate_module
 from ptxalloc.ptx import parse, parse_file
@@ -789,7 +789,8 @@ def test_every_allocation_of_the_project_ptx_is_proven(path, budget):
     for fn in module.functions:
         try:
             result = allocate_module(module, budget, function=fn.name, verify=False)
-        except AllocationError:
+        except AllocationError as e:
+            assert_justified_refusal(str(e), budget)
             continue
         verify_module_text(module, result.ptx, result.functions)
         assert result.functions[0].verified is True

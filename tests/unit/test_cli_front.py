@@ -18,8 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import DATA, REPO
+from ptxalloc.analysis import analyze_function
 from ptxalloc.cli import main
 from ptxalloc.ptx import emit_module, parse_file
+from ptxalloc.target.sm import profile_for
 
 from test_parser import ERROR_CASES, FEATURES, _marked
 
@@ -226,8 +228,13 @@ def test_analyze_usage_errors(capsys, argv, fragment):
 def test_analyze_every_data_file(capsys, path):
     rc, out, err = run(capsys, "analyze", path, "--json")
     assert rc == 0 and err == ""
-    for r in json.loads(out)["functions"]:
-        assert r["max_live"]["registers"] >= 0
+    module = parse_file(str(path))
+    rows = json.loads(out)["functions"]
+    assert [r["name"] for r in rows] == [fn.name for fn in module.functions]
+    for r, fn in zip(rows, module.functions):
+        # the JSON carries the analysis's MaxLive, not some other figure
+        assert r["max_live"]["registers"] == analyze_function(
+            fn, profile_for(None, module.sm)).pressure.max_live
         assert r["unknown_opcodes"] == []
 
 
