@@ -7,10 +7,11 @@ the report (``budget_reason``) and in the ``-v`` notes."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from .alloc.driver import FunctionResult, Options, allocate_function
-from .errors import UsageError
+from .errors import AllocationError, UsageError
 from .ir.instruction import Raw
 from .ir.module import Module
 from .ptx import emit_function, emit_module
@@ -77,7 +78,7 @@ def allocate_module(module: Module, registers: int | str = 15, allocator: str | 
     sm = profile_for(arch, module.sm)
     options = options or Options()
     if allocator is not None:
-        options.allocator = allocator
+        options = dataclasses.replace(options, allocator=allocator)
     if registers != "auto" and not isinstance(registers, int):
         raise UsageError(f"registers must be a number from 1 to 255 or 'auto', not "
                          f"'{registers}'")
@@ -105,6 +106,29 @@ def allocate_module(module: Module, registers: int | str = 15, allocator: str | 
         from .verify import verify_module_text
         verify_module_text(module, text, results)
     return ModuleResult(text, results, sm)
+
+
+def allocate_what_fits(module: Module, registers: int | str = 15, allocator: str | None = None,
+                       verify: bool = True, options: Options | None = None,
+                       ) -> tuple[ModuleResult, Module, dict[str, str]]:
+    """Allocate every function the budget allows. A function refused with an AllocationError
+    (an instruction needs more registers than the budget) is left out of the module. Returns
+    the result, the module that was allocated and the refusals ({function: message})."""
+    try:
+        return allocate_module(module, registers, allocator, verify=verify,
+                               options=options), module, {}
+    except AllocationError:
+        pass
+    refused = {}
+    for fn in module.functions:
+        try:
+            allocate_module(module, registers, allocator, function=fn.name, verify=False,
+                            options=options)
+        except AllocationError as e:
+            refused[fn.name] = str(e)
+    kept = module.without(set(refused))
+    return allocate_module(kept, registers, allocator, verify=verify, options=options), kept, \
+        refused
 
 
 def allocate(ptx_text: str, registers: int | str = 15, allocator: str = "briggs",

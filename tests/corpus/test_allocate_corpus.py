@@ -25,7 +25,7 @@ import pytest
 
 from conftest import (assert_justified_refusal, corpus_files, corpus_params, corpus_root,
                       manifest)
-from ptxalloc.errors import AllocationError, VerificationError
+from ptxalloc.errors import VerificationError
 
 BUDGETS = (15, 255)
 CALL_HEAVY = ("gpuocelot/tests/ptx/unstructured/complex.ptx",
@@ -45,35 +45,11 @@ _R31 = re.compile(r"%R31\b|%RD30\b|%RQ28\b")
 
 # -- the work, in a worker process --------------------------------------------------------
 
-def _without(module, names: set[str]):
-    from ptxalloc.ir.module import Function, Module
-    return Module([it for it in module.items
-                   if not (type(it) is Function and it.name in names)],
-                  module.filename, module.version, list(module.target), module.address_size)
-
-
-def allocate_all(module, k: int):
-    """Allocate every function at K = k, leaving out the functions refused with an
-    AllocationError. Returns (result, module allocated, {name: message})."""
-    from ptxalloc.pipeline import allocate_module
-    try:
-        return allocate_module(module, k, verify=False), module, {}
-    except AllocationError:
-        pass
-    refused = {}
-    for fn in module.functions:
-        try:
-            allocate_module(module, k, function=fn.name, verify=False)
-        except AllocationError as e:
-            refused[fn.name] = str(e)
-    kept = _without(module, set(refused))
-    return allocate_module(kept, k, verify=False), kept, refused
-
-
 def _work(rel: str, arch: str, budgets: tuple[int, ...], verify: bool) -> dict:
     """Allocate one corpus file at each budget, assemble each result, optionally verify it;
     returns plain data for the test to check."""
     from ptxalloc import ptxas
+    from ptxalloc.pipeline import allocate_what_fits
     from ptxalloc.ptx import parse_file
 
     t0 = time.perf_counter()
@@ -84,7 +60,7 @@ def _work(rel: str, arch: str, budgets: tuple[int, ...], verify: bool) -> dict:
                      "verify_error": None}
         out["budgets"][k] = got
         try:
-            res, kept, refused = allocate_all(module, k)
+            res, kept, refused = allocate_what_fits(module, k, verify=False)
         except Exception as e:                          # noqa: BLE001 - reported by the test
             got["error"] = f"{type(e).__name__}: {e}"
             continue

@@ -16,7 +16,6 @@ import pytest
 
 from conftest import assert_justified_refusal, corpus_params, corpus_root
 from ptxalloc.errors import AllocationError, VerificationError
-from ptxalloc.ir.module import Function, Module
 from ptxalloc.pipeline import allocate_module
 from ptxalloc.ptx import parse_file
 from ptxalloc.verify import verify_module_text
@@ -27,13 +26,6 @@ BUDGETS = (15, 255)
 STATS: dict[int, dict[str, float]] = {
     k: {"files": 0, "functions": 0, "verified": 0, "refused": 0, "refuted": 0,
         "alloc_s": 0.0, "verify_s": 0.0} for k in BUDGETS}
-
-
-def _without(module: Module, names: set[str]) -> Module:
-    """The module without the functions named (refused at this budget)."""
-    return Module([it for it in module.items
-                   if not (type(it) is Function and it.name in names)],
-                  module.filename, module.version, list(module.target), module.address_size)
 
 
 def prove_file(path: str, budget: int) -> dict:
@@ -54,7 +46,7 @@ def prove_file(path: str, budget: int) -> dict:
             except AllocationError as e:
                 assert_justified_refusal(str(e), budget)
                 refused.add(fn.name)
-        module = _without(module, refused)
+        module = module.without(refused)
         t0 = time.perf_counter()
         result = allocate_module(module, budget, verify=False)
         alloc_s = time.perf_counter() - t0

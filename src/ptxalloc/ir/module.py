@@ -82,6 +82,11 @@ class Module:
                 return f
         return None
 
+    def without(self, names: set[str]) -> Module:
+        """The module less the functions named (declarations and other functions kept)."""
+        return Module([it for it in self.items if not (type(it) is Function and it.name in names)],
+                      self.filename, self.version, list(self.target), self.address_size)
+
     @property
     def sm(self) -> str | None:
         """The first ``sm_XX`` of the ``.target`` directive, if any."""
