@@ -339,3 +339,21 @@ def test_weighted_degrees_stay_exact_through_merges(name, k, monkeypatch):
     monkeypatch.setattr(driver, "coalesce", checked)
     allocate_module(parse((DATA / f"{name}.ptx").read_text()), k, verify=False)
     assert sum(merges) > 0
+
+
+def test_scalar_merges_into_a_tuple_member():
+    """A copy out of a vector load's member (the member dead after it) merges the scalar into
+    the tuple, on that member's units: the copy disappears and the scalar is the member's
+    register."""
+    text = kernel("\tld.shared.v4.u32 {%r1, %r2, %r3, %r4}, [sh];\n"
+                  "\tmov.u32 %r5, %r3;\n"
+                  "\tadd.u32 %r6, %r1, %r2;\n"
+                  "\tadd.u32 %r6, %r6, %r4;\n"
+                  "\tmul.lo.u32 %r7, %r5, %r6;\n"
+                  "\tst.global.u32 [gout], %r7;\n")
+    res = allocate(text, registers=15)
+    fr = res.functions[0]
+    assert fr.verified and fr.moves == 1 and fr.moves_coalesced == 1
+    ld = re.search(r"ld\.shared\.v4\.u32\s+\{(%R\d+), (%R\d+), (%R\d+), (%R\d+)\}", res.ptx)
+    mul = re.search(r"mul\.lo\.u32\s+%R\d+, (%R\d+),", res.ptx)
+    assert ld and mul and mul.group(1) == ld.group(3)

@@ -7,7 +7,7 @@ interference graph greedily in program order — each node, in the order its fir
 appears in the blocks' reverse post-order, takes the lowest free placement of its shape — and
 keeps the result only if it uses fewer registers and still fits the budget. For code in SSA form
 (most of what nvcc and Triton emit) the program order is a perfect elimination order of the
-chordal interference graph, so with 32-bit values this reaches MaxLive, the lower bound.
+chordal interference graph, so with 32-bit values this reaches MaxLive.
 
 It changes no spill decision and no value's class or alignment; the checker proves the result
 like any other. docs/decisions.md records it as the project's addition to the seeds.

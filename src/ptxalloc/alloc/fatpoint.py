@@ -50,8 +50,8 @@ the seed's way — the unit tests check that both choose alike.
 3. every attempt is recorded (sub_93D070); the best one is the round's result: the one whose
    spills add the fewest bytes of spill code (a store per definition, a reload per use: the
    figure ``ptxas -v`` reports), ties to the lower spill cost. The seed does not say what
-   "best" compares; spill cost alone picked sets of many cheap values and measured ~10 % more
-   spill bytes on the corpus at K = 15 (docs/decisions.md). When no attempt succeeded, the best
+   "best" compares; spill cost alone picked sets of many cheap values and more spill bytes on
+   the corpus at K = 15 (docs/decisions.md). When no attempt succeeded, the best
    one is the final fallback (sub_936FD0): it always succeeds by spilling whatever needed
    spill.
 

@@ -7,8 +7,9 @@ those it defines (a definition occupies a register even if it is never read); at
 entry, those live in. For a copy ``mov d, s`` whose source stays live, ``d`` and ``s`` hold one
 value and count once.
 
-MaxLive, the largest pressure anywhere, is the lower bound no allocation can beat without
-spilling. At the peak the report lists the live values, where each is defined and where it is
+MaxLive, the largest pressure anywhere, is the lower bound no allocation of the values as
+written can beat without spilling (coalescing, which makes the two ends of a copy one value,
+can). At the peak the report lists the live values, where each is defined and where it is
 last used, with the source line from ``.loc`` where present: the answer to "why does this kernel
 need so many registers".
 """
