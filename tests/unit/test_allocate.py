@@ -337,3 +337,23 @@ def test_ptxas_checks_ran():
     text = (DATA / "hand" / "diamond.ptx").read_text()
     assert ptxas.assemble(allocate(text, registers=15).ptx, "sm_80").ok
     assert not ptxas.assemble(text.replace("ret;", "ret"), "sm_80").ok
+
+
+def test_input_already_using_physical_names_gets_a_stem():
+    """A kernel whose own registers are named like the output's (%R1, %RD1, %P1) gets a
+    non-empty stem, so no physical name collides with a declaration the input keeps; the
+    result is proven and assembles."""
+    text = (".version 8.0\n.target sm_80\n.address_size 64\n"
+            ".visible .entry k(.param .u64 k_p)\n{\n"
+            "\t.reg .b32 %R<4>;\n\t.reg .b64 %RD<3>;\n\t.reg .pred %P<2>;\n"
+            "\tld.param.u64 %RD1, [k_p];\n\tld.global.u32 %R1, [%RD1];\n"
+            "\tsetp.gt.u32 %P1, %R1, 7;\n\tselp.u32 %R2, %R1, 3, %P1;\n"
+            "\tst.global.u32 [%RD1+4], %R2;\n\tret;\n}\n")
+    res = allocate(text, registers=15)
+    header = re.search(r"//@ptxalloc .*\bstem=(\S*)", res.ptx)
+    assert header and header.group(1) != ""
+    stem = header.group(1)
+    assert re.search(rf"%{re.escape(stem)}R\d+", res.ptx)
+    assert res.functions[0].verified
+    if ptxas.available():
+        assert ptxas.assemble(res.ptx, "sm_80").ok
