@@ -269,19 +269,15 @@ class FatPoint:
         want = self.p.prefer.get(n, 0)
         if n in self.plain():
             # no secondary term but conflicts: the first legal slot wins
-            if shape.units == 2:
-                for s, (u0, u1) in slots:
-                    if not (occ[u0] | occ[u1]) & adjn:
-                        return s, 0
-            else:
-                for s, units in slots:
-                    c = 0
-                    for u in units:
-                        c |= occ[u]
-                    if not c & adjn:
-                        return s, 0
+            for s, units in slots:
+                c = 0
+                for u in units:
+                    c |= occ[u]
+                if not c & adjn:
+                    return s, 0
             if mode == NOSPILL:
                 return None, 0
+            return self.discard_scan(n, occ, slots, {}, 0)
         bonus = self.bonuses(n, start)
         # the lowest secondary cost a legal slot can have: a legal bonus slot's, else 0
         floor = 0.0
@@ -314,7 +310,16 @@ class FatPoint:
             return best, 0
         if mode == NOSPILL:
             return None, 0
-        # SPILL: no legal slot; the fewest conflicts that may be discarded
+        return self.discard_scan(n, occ, slots, bonus, want)
+
+    def discard_scan(self, n: int, occ: list[int], slots, bonus: dict[int, float],
+                     want: int) -> tuple[int | None, int]:
+        """SPILL mode, no legal slot for ``n``: the slot with the fewest conflicts (none of
+        them hard, at most the discard threshold), the lowest secondary cost breaking ties,
+        and the bitset of those conflicts; (None, 0) when every slot is skipped."""
+        adjn = self.p.adj[n]
+        best = None
+        best_sec = 0.0
         threshold = self.threshold
         hard = self.hard_mask
         cost = self.p.cost
@@ -400,7 +405,10 @@ class FatPoint:
                 if mode == NOSPILL:
                     failed.append(n)
                     continue
-            s, conflicts = self.choose(n, occ, start, mode)
+                # no legal register: straight to the eviction scan (no secondary terms)
+                s, conflicts = self.discard_scan(n, occ, slots2, {}, 0)
+            else:
+                s, conflicts = self.choose(n, occ, start, mode)
             if s is not None and conflicts:
                 discarded = bits(conflicts)
                 if sum(cost[m] for m in discarded) >= cost[n]:
