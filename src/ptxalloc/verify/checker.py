@@ -83,6 +83,7 @@ from ..ir import isa
 from ..ir.instruction import (COMMENT, DEF, DIRECTIVE, USE, Instruction, Label, Raw)
 from ..ir.module import Function
 from ..ir.operands import Args, Imm, Mem, Neg, Not, Pair, Reg, Sink, Sum, Sym, Vec
+from ..util import bits
 from .blocks import Blocks
 from .locations import (CLASS_BITS, CLASS_FAMILY, FAMILY_TYPE, GPR, SLOT, Locations,
                         NameDecoder, Placement, pow2_at_least)
@@ -534,7 +535,7 @@ class FunctionChecker:
             for p in preds[b]:
                 out |= live_out[p]
             gone = out & ~live_in[b]
-            entry_dead.append(tuple(_bitset(gone)) if gone else ())
+            entry_dead.append(_bitset(gone) if gone else _EMPTY)
         self.entry_dead = entry_dead
         live = live_in[0] if n else 0
         for v in self.in_params:
@@ -799,12 +800,11 @@ class FunctionChecker:
                                          if type(it) is Reg)] == "PRED":
             return
         fill = max(known)
-        base = None
         off = 0
         starts = []
         for j, (it, ait, s) in enumerate(zip(vec.items, avec.items, sizes)):
             s = fill if s is None else s
-            if s is not None and type(ait) is Reg and not ait.comp and type(it) is Reg:
+            if type(ait) is Reg and not ait.comp and type(it) is Reg:
                 p = self.decoder.decode(self.aregs.names[ait.v])
                 if isinstance(p, Placement) and p.space == GPR:
                     starts.append((j, p.start - off, self.aregs.names[ait.v]))
@@ -1034,7 +1034,7 @@ class FunctionChecker:
                     ins.append(entry0)
                 st = _meet(ins)
                 if entry_dead[b]:
-                    self._kill_set(st, frozenset(entry_dead[b]))
+                    self._kill_set(st, entry_dead[b])
                 visits += 1
                 if visits > limit:
                     raise VerificationError(f"{self.where_fn()}: the checker's dataflow did not "
@@ -1247,12 +1247,7 @@ class FunctionChecker:
 
 
 def _bitset(x: int) -> frozenset:
-    out = []
-    while x:
-        low = x & -x
-        out.append(low.bit_length() - 1)
-        x ^= low
-    return frozenset(out)
+    return frozenset(bits(x))
 
 
 def _first_diff(a: list, b: list) -> str:
