@@ -486,7 +486,7 @@ def allocate_class(core: FatPoint, trials: int) -> tuple[Attempt, list[Attempt]]
     size = spill_code_bytes(p, core.file)
     for a in attempts:
         a.code_bytes = sum(size[n] for n in a.spilled)
-    best = min(attempts, key=lambda a: (a.code_bytes, a.cost, attempts.index(a)))
+    best = min(attempts, key=lambda a: (a.code_bytes, a.cost))     # min keeps the first tie
     return best, attempts
 
 

@@ -52,10 +52,9 @@ class ExcessPoints:
         return len(self.totals)
 
 
-def excess_points(p: Problem, file: int, floor_units: int,
-                  excluded: set[int] | frozenset[int] = frozenset()) -> ExcessPoints:
-    """Every instruction where the nodes of ``file`` (not ``excluded``) that must coexist
-    exceed ``floor_units``, with each node's live intervals over them."""
+def excess_points(p: Problem, file: int, floor_units: int) -> ExcessPoints:
+    """Every instruction where the nodes of ``file`` that must coexist exceed
+    ``floor_units``, with each node's live intervals over them."""
     an = p.analysis
     cfg = an.cfg
     press = an.pressure.gpr if file == GPR else an.pressure.pred
@@ -73,7 +72,7 @@ def excess_points(p: Problem, file: int, floor_units: int,
             if v not in pinned:
                 n = find(v)
                 sh = shape[n]
-                if sh is None or sh.file != file or n in excluded:
+                if sh is None or sh.file != file:
                     n = -1
             node_of[v] = n
         return n
