@@ -370,22 +370,32 @@ class _FunctionParser:
         if len(parts) > 1:
             rest = parts[1]
             o = rest.find("[")
-            c = rest.find("]", o) if o >= 0 else -1
-            if (c > 0 and "{" not in rest and "(" not in rest and rest.count("[") == 1
-                    and rest.count("]") == 1 and "," not in rest[o:c]):
-                # one address without commas in it, the common case: split on the commas
+            if "{" in rest or "(" in rest:
+                plain = False
+            elif o < 0:
+                plain = True
+            else:
+                # one address without commas in it, the common case
+                c = rest.find("]", o)
+                plain = (c > 0 and rest.count("[") == 1 and rest.count("]") == 1
+                         and "," not in rest[o:c])
+            if plain:
+                # split on the commas; a declared register is looked up inline
+                names = self.names
+                cache = self.reg_cache
                 operand = self.operand
-                ops = [operand(t.strip(), pos) for t in rest.split(",")]
-            elif "[" in rest or "{" in rest or "(" in rest:
+                ops = []
+                for t in rest.split(","):
+                    t = t.strip()
+                    e = names.get(t)
+                    ops.append(cache[e[4]] if e is not None and e[4] >= 0 else operand(t, pos))
+            else:
                 bad = _unbalanced_at(rest)
                 if bad >= 0:
                     near = rest[bad:bad + 20].split("\n", 1)[0]
                     raise self.src.error(f"unbalanced '{rest[bad]}' in '{rest[:60]}'", pos, near)
                 self.in_call = opcode.startswith("call")
                 ops = [self.operand(t.strip(), pos) for t in _split_top(rest)]
-            else:
-                operand = self.operand
-                ops = [operand(t.strip(), pos) for t in rest.split(",")]
         else:
             ops = []
         instr = Instruction(opcode, ops, guard, neg, line, loc)
