@@ -71,7 +71,7 @@ from ..util import bits
 from . import knobs as knob_table
 from .briggs import Coloring
 from .fatpoint_guidance import excess_points, spill_guidance
-from .fatpoint_order import LOWCONF, LOWLATE, order
+from .fatpoint_order import LOWCONF, LOWLATE, fixed_partners, order
 from .problem import Problem
 from .session import Session
 
@@ -151,6 +151,7 @@ class FatPoint:
         self._hard: int | None = None
         self._moves: dict[int, list[tuple[int, int, float]]] | None = None
         self._plain: set[int] | None = None
+        self._fixed_partners: set[int] | None = None
 
     @property
     def hard_mask(self) -> int:
@@ -380,7 +381,10 @@ class FatPoint:
                 occ[u] |= 1 << f
         nodes = [n for n in self.nodes if n not in excluded]
         wdeg = self.residual_degrees(excluded) if excluded else p.wdeg
-        ordering = order(p, nodes, wdeg, spill_retry=(mode == SPILL))
+        if self._fixed_partners is None:                # the same for every attempt
+            self._fixed_partners = fixed_partners(p)
+        ordering = order(p, nodes, wdeg, spill_retry=(mode == SPILL),
+                         partners=self._fixed_partners)
         cost = p.cost
         adj = p.adj
         plain = self.plain()

@@ -140,10 +140,12 @@ def select_key(p: Problem, n: int, wdeg: int, pre: int, tail: int) -> tuple:
 
 
 def order(p: Problem, nodes: list[int], wdeg: dict[int, int] | None = None,
-          spill_retry: bool = False, placements: dict[int, int] | None = None) -> Order:
-    """Classify ``nodes`` and drain the lists onto the assignment stack."""
+          spill_retry: bool = False, placements: dict[int, int] | None = None,
+          partners: set[int] | None = None) -> Order:
+    """Classify ``nodes`` and drain the lists onto the assignment stack; ``partners`` is
+    ``fixed_partners(p)`` when the caller has it already."""
     wdeg = wdeg if wdeg is not None else p.wdeg
-    partners = fixed_partners(p)
+    partners = fixed_partners(p) if partners is None else partners
     lists = classify(p, nodes, wdeg, spill_retry, placements, partners)
     out = Order(lists=lists)
     stack = out.stack
