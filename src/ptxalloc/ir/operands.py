@@ -214,8 +214,11 @@ class Pair(Operand):
         return f"Pair({self.a!r}, {self.b!r})"
 
 
-class Not(Operand):
+class _Prefixed(Operand):
+    """A register operand behind a one-character prefix (``!%p``, ``-%r``)."""
+
     __slots__ = ("reg",)
+    prefix = ""
 
     def __init__(self, reg: Operand):
         self.reg = reg
@@ -224,46 +227,33 @@ class Not(Operand):
         yield from self.reg.regs()
 
     def render(self, name):
-        return "!" + self.reg.render(name)
+        return self.prefix + self.reg.render(name)
 
     def map_regs(self, fn):
-        return Not(self.reg.map_regs(fn))
+        return type(self)(self.reg.map_regs(fn))
 
     def __eq__(self, other):
-        return isinstance(other, Not) and other.reg == self.reg
+        return type(other) is type(self) and other.reg == self.reg
 
     def __hash__(self):
-        return hash(("!", self.reg))
+        return hash((self.prefix, self.reg))
 
     def __repr__(self):
-        return f"Not({self.reg!r})"
+        return f"{type(self).__name__}({self.reg!r})"
 
 
-class Neg(Operand):
+class Not(_Prefixed):
+    """``!%p`` — a negated predicate operand."""
+
+    __slots__ = ()
+    prefix = "!"
+
+
+class Neg(_Prefixed):
     """``-%r`` — a negated register operand (video instructions' ``vmad``)."""
 
-    __slots__ = ("reg",)
-
-    def __init__(self, reg: Operand):
-        self.reg = reg
-
-    def regs(self):
-        yield from self.reg.regs()
-
-    def render(self, name):
-        return "-" + self.reg.render(name)
-
-    def map_regs(self, fn):
-        return Neg(self.reg.map_regs(fn))
-
-    def __eq__(self, other):
-        return isinstance(other, Neg) and other.reg == self.reg
-
-    def __hash__(self):
-        return hash(("-", self.reg))
-
-    def __repr__(self):
-        return f"Neg({self.reg!r})"
+    __slots__ = ()
+    prefix = "-"
 
 
 class Sum(Operand):
