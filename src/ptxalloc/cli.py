@@ -62,20 +62,33 @@ def _select(module, name: str | None):
 
 
 def _budget(text: str | None, allow_auto: bool = False) -> int | str | None:
+    """``--registers``: a count from 1 to 255, ``seed`` (CICC's 15) or (allocate) ``auto``;
+    None when absent (ptxas's rule)."""
     from .errors import UsageError
 
     if text is None:
         return None
-    if text == "auto" and allow_auto:
-        return "auto"
+    if text == "seed" or (text == "auto" and allow_auto):
+        return text
     try:
         k = int(text)
     except ValueError:
-        raise UsageError(f"--registers must be a number from 1 to 255"
+        raise UsageError(f"--registers must be a number from 1 to 255, seed"
                          f"{' or auto' if allow_auto else ''}, not '{text}'") from None
     if not 1 <= k <= 255:
         raise UsageError(f"--registers must be from 1 to 255, not {k}")
     return k
+
+
+def _maxrregcount(text: str | None) -> int | None:
+    from .errors import UsageError
+
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"-maxrregcount must be a number, not '{text}'") from None
 
 
 def _convention_figures(module, fn, sm, budget: int) -> dict | None:
@@ -100,16 +113,22 @@ def _convention_figures(module, fn, sm, budget: int) -> dict | None:
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from .analysis import analyze_function
+    from .pipeline import fixed_budgets
     from .ptx import parse_file
     from .report.analysis_report import format_text, function_row
-    from .target.sm import profile_for
+    from .target.sm import profile_for_module
 
-    budget = _budget(args.registers)
+    registers = _budget(args.registers)
     module = parse_file(args.file)
-    sm = profile_for(args.arch, module.sm)
-    rows = [function_row(analyze_function(fn, sm), sm, budget,
-                         convention=_convention_figures(module, fn, sm, budget or 15))
-            for fn in _select(module, args.function)]
+    sm = profile_for_module(args.arch, module)
+    budgets = fixed_budgets(module, sm, registers, _maxrregcount(args.maxrregcount),
+                            args.override_directive_values)
+    rows = []
+    for fn in _select(module, args.function):
+        limit = budgets[fn.name]
+        rows.append(function_row(analyze_function(fn, sm), sm, limit.registers,
+                                 convention=_convention_figures(module, fn, sm, limit.registers),
+                                 budget_from=limit.source))
     if args.json:
         print(json.dumps({"functions": rows}, indent=2))
     else:
@@ -129,9 +148,11 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     knobs = parse_knobs(args.knob)
     module = parse_file(args.file)
     _select(module, args.function)
-    result = allocate_module(module, budget if budget is not None else 15, args.allocator,
-                             args.arch, args.function, verify=not args.no_verify,
-                             options=Options(allocator=args.allocator, knobs=knobs))
+    result = allocate_module(module, budget, args.allocator, args.arch, args.function,
+                             verify=not args.no_verify,
+                             options=Options(allocator=args.allocator, knobs=knobs),
+                             maxrregcount=_maxrregcount(args.maxrregcount),
+                             override_directive_values=args.override_directive_values)
     to_file = args.output not in (None, "-")
     info = sys.stdout if to_file else sys.stderr
     if args.verbose:
@@ -157,6 +178,17 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_ptxas_flags(p: argparse.ArgumentParser) -> None:
+    """The target and register-limit options, spelled as ptxas spells them."""
+    p.add_argument("-arch", "--arch", dest="arch", metavar="sm_XX",
+                   help="target model (default: the .target)")
+    p.add_argument("-maxrregcount", "--maxrregcount", dest="maxrregcount", metavar="N",
+                   help="as ptxas: a register limit for functions without .maxnreg, "
+                   ".maxntid or .reqntid")
+    p.add_argument("--override-directive-values", action="store_true",
+                   help="as ptxas: -maxrregcount overrides the directives")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ptxalloc",
                                  description="A register allocator for NVIDIA PTX.")
@@ -171,8 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="register pressure, interference and occupancy")
     p.add_argument("file")
     p.add_argument("--function", metavar="NAME", help="only this function")
-    p.add_argument("--registers", metavar="K", help="a budget to report occupancy for")
-    p.add_argument("--arch", metavar="sm_XX", help="target model (default: the .target)")
+    p.add_argument("--registers", metavar="K", help="a budget to report occupancy for, 1..255 "
+                   "or 'seed' (default: ptxas's register limit per function)")
+    _add_ptxas_flags(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(run=_cmd_analyze)
 
@@ -181,13 +214,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT.ptx",
                    help="write the PTX here, '-' for standard output (the default)")
     p.add_argument("--allocator", default="briggs", choices=["briggs", "fatpoint"])
-    p.add_argument("--registers", metavar="K", default="15",
-                   help="register budget, 1..255, or 'auto': seed 004's occupancy-aware "
-                   "model picks one per function (default 15)")
+    p.add_argument("--registers", metavar="K",
+                   help="register budget for every function, 1..255, overriding the "
+                   "directives; 'seed': the seeds' CICC constant 15; 'auto': seed 004's "
+                   "occupancy-aware model picks one per function (default: the limit ptxas "
+                   "uses: 255 per thread, .maxnreg, launch bounds, -maxrregcount)")
     p.add_argument("--knob", metavar="NAME=VALUE", action="append", default=[],
                    help="a fat-point allocator knob by its ptxas name, e.g. "
                    "RegAllocThresholdForDiscardConflicts=50 (repeatable)")
-    p.add_argument("--arch", metavar="sm_XX", help="target model (default: the .target)")
+    _add_ptxas_flags(p)
     p.add_argument("--function", metavar="NAME", help="allocate only this function")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="per function, ptxas-style figures, moves, rounds and time")

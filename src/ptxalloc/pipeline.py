@@ -1,9 +1,16 @@
 """Allocating a whole module: every function (or the one asked for) in turn, the allocated
 functions written back into the module's text, each allocation checked (SPEC sections 8, 9).
 
-``registers="auto"`` picks each function's budget with the occupancy-aware model of seed 004
-(:mod:`ptxalloc.target.budget`) from the function's MaxLive and launch bounds; the reason lands in
-the report (``budget_reason``) and in the ``-v`` notes."""
+Each function's budget, and where it came from (the report's ``budget_from``, the first ``-v``
+note):
+
+* ``registers=None`` (the default): ptxas's register limit for the function — its directives,
+  ``maxrregcount``/``override_directive_values`` as ptxas's flags, the calling kernels' limit for
+  a ``.func`` (:mod:`ptxalloc.target.register_limit`);
+* ``registers=K``: K, whatever the directives say;
+* ``registers="seed"``: the seeds' CICC constant K = 15;
+* ``registers="auto"``: seed 004's occupancy-aware model (:mod:`ptxalloc.target.budget`) from
+  the function's MaxLive, below ptxas's limit; its reasoning also lands in ``budget_reason``."""
 
 from __future__ import annotations
 
@@ -16,7 +23,10 @@ from .ir.instruction import Raw
 from .ir.module import Module
 from .ptx import emit_function, emit_module
 from .ptx.parser import parse
-from .target.sm import SMProfile, profile_for
+from .target.register_limit import RegisterLimit, module_limits
+from .target.sm import SMProfile, profile_for_module
+
+SEED_K = 15                 # CICC's register budget constant (seed 000)
 
 
 @dataclass
@@ -29,7 +39,8 @@ class ModuleResult:
         return {"functions": [f.report() for f in self.functions]}
 
 
-def auto_budget(fn, sm: SMProfile, knobs: dict[str, float] | None = None):
+def auto_budget(fn, sm: SMProfile, knobs: dict[str, float] | None = None,
+                limit: RegisterLimit | None = None):
     """The budget ``--registers auto`` gives ``fn``: seed 004's occupancy-aware model fed with
     the function's MaxLive, its alignment penalty and the largest single-instruction need."""
     import math
@@ -67,21 +78,44 @@ def auto_budget(fn, sm: SMProfile, knobs: dict[str, float] | None = None):
                 units += tuples.groups[g[0]].units if g else vreg_shape(regs.classes[v],
                                                                          regs.vec[v]).units
             floor = max(floor, math.ceil(units / 2))
-    return choose_budget(sm, fn.directives, max_live, pair_penalty, 0, floor, resolve(knobs))
+    return choose_budget(sm, fn.directives, max_live, pair_penalty, 0, floor, resolve(knobs),
+                         limit)
 
 
-def allocate_module(module: Module, registers: int | str = 15, allocator: str | None = None,
-                    arch: str | None = None, function: str | None = None,
-                    verify: bool = True, options: Options | None = None) -> ModuleResult:
+def check_registers(registers) -> None:
+    """``registers`` is None, 'auto', 'seed' or a count from 1 to 255."""
+    if registers in (None, "auto", "seed"):
+        return
+    if not isinstance(registers, int) or isinstance(registers, bool) or \
+            not 1 <= registers <= 255:
+        raise UsageError(f"registers must be a number from 1 to 255, 'auto' or 'seed', not "
+                         f"'{registers}'")
+
+
+def fixed_budgets(module: Module, sm: SMProfile, registers, maxrregcount: int | None = None,
+                  override_directive_values: bool = False) -> dict[str, RegisterLimit]:
+    """Every function's budget and its source, for every ``registers`` but 'auto' (whose
+    budgets are these limits, lowered per function by seed 004's model)."""
+    if registers is None or registers == "auto":
+        return module_limits(module, sm, maxrregcount, override_directive_values)
+    why = "--registers seed (CICC's K = 15)" if registers == "seed" else f"--registers {registers}"
+    k = SEED_K if registers == "seed" else registers
+    return {fn.name: RegisterLimit(k, why) for fn in module.functions}
+
+
+def allocate_module(module: Module, registers: int | str | None = None,
+                    allocator: str | None = None, arch: str | None = None,
+                    function: str | None = None, verify: bool = True,
+                    options: Options | None = None, maxrregcount: int | None = None,
+                    override_directive_values: bool = False) -> ModuleResult:
     """Allocate the functions of a module; ``allocator`` (default: ``options.allocator``,
-    else briggs) picks the allocator."""
-    sm = profile_for(arch, module.sm)
+    else briggs) picks the allocator; ``registers`` the budgets (module docstring)."""
+    sm = profile_for_module(arch, module)
     options = options or Options()
     if allocator is not None:
         options = dataclasses.replace(options, allocator=allocator)
-    if registers != "auto" and not isinstance(registers, int):
-        raise UsageError(f"registers must be a number from 1 to 255 or 'auto', not "
-                         f"'{registers}'")
+    check_registers(registers)
+    budgets = fixed_budgets(module, sm, registers, maxrregcount, override_directive_values)
     fns = module.functions
     if function is not None:
         fns = [f for f in fns if f.name == function]
@@ -91,13 +125,16 @@ def allocate_module(module: Module, registers: int | str = 15, allocator: str | 
     texts = {}
     decls = [it.text for it in module.items if type(it) is Raw]
     for fn in fns:
+        limit = budgets[fn.name]
         if registers == "auto":
-            budget = auto_budget(fn, sm, options.knobs)
+            budget = auto_budget(fn, sm, options.knobs, limit)
             res = allocate_function(fn, sm, budget.registers, options, decls)
+            res.extra["budget_from"] = f"--registers auto (seed 004), below {limit.source}"
             res.extra["budget_reason"] = budget.reason
             res.notes.insert(0, f"budget {budget.reason}")
         else:
-            res = allocate_function(fn, sm, registers, options, decls)
+            res = allocate_function(fn, sm, limit.registers, options, decls)
+            res.extra["budget_from"] = limit.source
         res.text = emit_function(res.function, res.names.__getitem__)
         texts[fn.name] = res.text
         results.append(res)
@@ -108,7 +145,8 @@ def allocate_module(module: Module, registers: int | str = 15, allocator: str | 
     return ModuleResult(text, results, sm)
 
 
-def allocate_what_fits(module: Module, registers: int | str = 15, allocator: str | None = None,
+def allocate_what_fits(module: Module, registers: int | str | None = None,
+                       allocator: str | None = None,
                        verify: bool = True, options: Options | None = None,
                        ) -> tuple[ModuleResult, Module, dict[str, str]]:
     """Allocate every function the budget allows. A function refused with an AllocationError
@@ -131,12 +169,16 @@ def allocate_what_fits(module: Module, registers: int | str = 15, allocator: str
         refused
 
 
-def allocate(ptx_text: str, registers: int | str = 15, allocator: str = "briggs",
+def allocate(ptx_text: str, registers: int | str | None = None, allocator: str = "briggs",
              arch: str | None = None, function: str | None = None, verify: bool = True,
-             filename: str = "<input>", knobs: dict[str, float] | None = None) -> ModuleResult:
+             filename: str = "<input>", knobs: dict[str, float] | None = None,
+             maxrregcount: int | None = None,
+             override_directive_values: bool = False) -> ModuleResult:
     """Allocate PTX text; returns the allocated PTX (``.ptx``) and the per-function report
-    (``.report()``). ``registers`` is a budget or ``"auto"``; ``knobs`` are fat-point knobs by
-    their ptxas names (:mod:`ptxalloc.alloc.knobs`)."""
+    (``.report()``). ``registers``: None for ptxas's rule (with ``maxrregcount`` and
+    ``override_directive_values`` as ptxas's ``-maxrregcount`` and
+    ``--override-directive-values``), a budget, ``"seed"`` (15) or ``"auto"``; ``knobs`` are
+    fat-point knobs by their ptxas names (:mod:`ptxalloc.alloc.knobs`)."""
     options = Options(allocator=allocator, knobs=dict(knobs or {}))
     return allocate_module(parse(ptx_text, filename), registers, allocator, arch, function,
-                           verify, options)
+                           verify, options, maxrregcount, override_directive_values)

@@ -213,7 +213,7 @@ def test_cli_allocate_writes_ptx_json_and_verbose_lines(tmp_path):
     lines = p.stdout.splitlines()
     for r in report["functions"]:
         i = lines.index(f"ptxalloc info    : Function properties for {r['name']} "
-                        f"(briggs, budget 24, sm_80)")
+                        f"(briggs, budget 24 from --registers 24, sm_80)")
         assert lines[i + 1].strip() == (f"{r['stack_frame_bytes']} bytes stack frame, "
                                         f"{r['spill_stores_bytes']} bytes spill stores, "
                                         f"{r['spill_loads_bytes']} bytes spill loads")
@@ -229,15 +229,17 @@ def test_cli_without_output_writes_ptx_to_stdout_and_info_to_stderr(capsys, tmp_
                                                                      monkeypatch, output):
     monkeypatch.chdir(tmp_path)
     src = DATA / "hand" / "diamond.ptx"
-    p = run_main(capsys, "allocate", str(src), "-v", *output)
+    p = run_main(capsys, "allocate", str(src), "-v", "--registers", "15", *output)
     assert p.returncode == 0
     assert p.stdout == allocate(src.read_text(), registers=15).ptx
     assert "ptxalloc info    : Used " in p.stderr and "//@ptxalloc" not in p.stderr
     assert list(tmp_path.iterdir()) == []           # no file named '-'
 
 
-def test_cli_default_budget_is_15(capsys):
+def test_cli_default_budget_is_ptxas_limit_and_seed_is_15(capsys):
     p = run_main(capsys, "allocate", str(DATA / "hand" / "diamond.ptx"))
+    assert "budget=255" in p.stdout             # issue 20: ptxas's limit, no directives
+    p = run_main(capsys, "allocate", str(DATA / "hand" / "diamond.ptx"), "--registers", "seed")
     assert "budget=15" in p.stdout
 
 
@@ -320,7 +322,7 @@ def test_api_matches_cli_report(tmp_path, capsys):
     src = DATA / "hand" / "many_preds.ptx"
     rep = tmp_path / "rep.json"
     assert run_main(capsys, "allocate", str(src), "--json", str(rep), "-o",
-                    str(tmp_path / "o.ptx")).returncode == 0
+                    str(tmp_path / "o.ptx"), "--registers", "15").returncode == 0
     cli_rows = json.loads(rep.read_text())["functions"]
     api_rows = allocate(src.read_text(), registers=15).report()["functions"]
     drop = ("seconds",)

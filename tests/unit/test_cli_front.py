@@ -186,7 +186,9 @@ def test_analyze_json_schema_and_values(capsys):
     occ = acc64["occupancy"]
     assert occ["block_size"] == 256
     assert occ["at_max_live"]["registers"] == acc64["max_live"]["registers"]
-    assert "at_budget" not in occ
+    # no --registers: the budget is ptxas's limit (issue 20)
+    assert occ["at_budget"]["registers"] == acc64["budget"] == 255
+    assert acc64["budget_from"].startswith("ptxas default: 255 per thread")
 
 
 def test_analyze_function_registers_and_arch(capsys):
@@ -196,8 +198,10 @@ def test_analyze_function_registers_and_arch(capsys):
     (r,) = json.loads(out)["functions"]
     assert r["name"] == "many_preds"
     assert r["max_live"] == {"registers": 12, "predicates": 13}
-    assert r["occupancy"]["at_budget"] == {"registers": 32, "blocks_per_sm": 8,
-                                           "threads_per_sm": 1024, "occupancy": 1.0}
+    # sm_75 holds 32 warps: four blocks of 256 threads (issue 11)
+    assert r["occupancy"]["at_budget"] == {"registers": 32, "block_size": 256,
+                                           "blocks_per_sm": 4, "warps_per_sm": 32,
+                                           "occupancy": 1.0, "limiter": "warps"}
 
 
 def test_analyze_text_report(capsys):

@@ -175,7 +175,7 @@ def test_profiles_of_the_seeds():
                               "sm_120"]
     for name, p in PROFILES.items():
         assert p.name == name and p.regs_per_thread == 255
-        assert p.regfile == (131072 if p.sm >= 90 else 65536)
+        assert p.regs_per_sm == 65536          # the hardware's, not the seeds' 131072 (sm_90+)
         assert p.wgmma == (p.sm >= 90)
     assert PROFILES["sm_75"].max_threads == 1024
     assert PROFILES["sm_80"].max_threads == 2048
@@ -210,24 +210,27 @@ def test_unknown_arch_is_a_usage_error(arch):
 
 def test_occupancy_worked_example_of_seed_001():
     o = occupancy(profile_for("sm_80"), 32, 256)
-    assert (o.registers, o.block, o.blocks_per_sm, o.threads_per_sm) == (32, 256, 8, 2048)
+    assert (o.registers, o.block, o.blocks_per_sm, o.warps_per_sm) == (32, 256, 8, 64)
     assert o.fraction == 1.0
 
 
-@pytest.mark.parametrize("sm, regs, block, blocks, threads, fraction", [
-    ("sm_80", 64, 256, 4, 1024, 0.5),
-    ("sm_80", 33, 256, 7, 1792, 0.875),
-    ("sm_80", 128, 128, 4, 512, 0.25),
+# the CUDA Occupancy Calculator's figures (cuda_occupancy.h): registers rounded up to 8 per
+# thread, warps given registers per sub-partition, the target's warps and blocks per SM
+@pytest.mark.parametrize("sm, regs, block, blocks, warps, fraction", [
+    ("sm_80", 64, 256, 4, 32, 0.5),
+    ("sm_80", 33, 256, 6, 48, 0.75),            # 40 registers: 12 warps per sub-partition
+    ("sm_80", 128, 128, 4, 16, 0.25),
     ("sm_80", 255, 1024, 0, 0, 0.0),
-    ("sm_90", 32, 256, 16, 2048, 1.0),          # more blocks than threads allow: capped
-    ("sm_90", 72, 256, 7, 1792, 0.875),
-    ("sm_75", 32, 256, 8, 1024, 1.0),           # sm_75 holds 1024 threads
-    ("sm_86", 40, 256, 6, 1536, 1.0),
-    ("sm_80", 0, 256, 256, 2048, 1.0),          # no registers counts as one
+    ("sm_90", 32, 256, 8, 64, 1.0),             # 65536 registers, not the seeds' 131072
+    ("sm_90", 72, 256, 3, 24, 0.375),
+    ("sm_75", 32, 256, 4, 32, 1.0),             # sm_75 holds 32 warps
+    ("sm_86", 40, 256, 6, 48, 1.0),
+    ("sm_80", 0, 256, 8, 64, 1.0),              # no registers counts as one
+    ("sm_80", 50, 128, 9, 36, 0.5625),          # issue 11's check
 ])
-def test_occupancy_table(sm, regs, block, blocks, threads, fraction):
+def test_occupancy_table(sm, regs, block, blocks, warps, fraction):
     o = occupancy(PROFILES[sm], regs, block)
-    assert (o.blocks_per_sm, o.threads_per_sm) == (blocks, threads)
+    assert (o.blocks_per_sm, o.warps_per_sm) == (blocks, warps)
     assert o.fraction == pytest.approx(fraction)
 
 

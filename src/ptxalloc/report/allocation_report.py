@@ -10,9 +10,10 @@ from ..target.sm import SMProfile
 def verbose_lines(r: FunctionResult, sm: SMProfile | None) -> list[str]:
     arch = sm.name if sm else "?"
     verified = {True: "verified", False: "NOT verified", None: "not checked"}[r.verified]
+    source = r.extra.get("budget_from")
     lines = [
         f"ptxalloc info    : Function properties for {r.name} ({r.allocator}, budget "
-        f"{r.budget}, {arch})",
+        f"{r.budget}{f' from {source}' if source else ''}, {arch})",
         f"    {r.stack_frame_bytes} bytes stack frame, {r.spill_stores_bytes} bytes spill "
         f"stores, {r.spill_loads_bytes} bytes spill loads",
         f"ptxalloc info    : Used {r.registers} registers, {r.predicates} predicates "

@@ -10,7 +10,9 @@ from ..target.sm import SMProfile
 
 
 def function_row(a: FunctionAnalysis, sm: SMProfile, budget: int | None, top: int = 5,
-                 convention: dict | None = None) -> dict:
+                 convention: dict | None = None, budget_from: str | None = None) -> dict:
+    """One function's analysis; ``budget`` (with ``budget_from``, where it came from) is the
+    budget its occupancy is also shown at."""
     fn = a.fn
     p = a.pressure
     cfg = a.cfg
@@ -42,6 +44,8 @@ def function_row(a: FunctionAnalysis, sm: SMProfile, budget: int | None, top: in
         },
         "top_points": [{"instruction": i, "line": cfg.instrs[i].line, "registers": p.gpr[i]}
                        for i in p.top_points(top)],
+        "budget": budget,
+        "budget_from": budget_from,
         "occupancy": occ,
         "unknown_opcodes": sorted({ins.opcode for ins in cfg.instrs if not ins.known}),
         "convention": convention,
@@ -53,9 +57,7 @@ def _src(loc) -> str | None:
 
 
 def _occ(sm: SMProfile, regs: int, block: int) -> dict:
-    o = occupancy(sm, regs, block)
-    return {"registers": regs, "blocks_per_sm": o.blocks_per_sm,
-            "threads_per_sm": o.threads_per_sm, "occupancy": round(o.fraction, 4)}
+    return occupancy(sm, regs, block).as_dict()
 
 
 def format_text(rows: list[dict], sm: SMProfile, path: str, max_values: int = 12) -> str:
@@ -69,12 +71,19 @@ def format_text(rows: list[dict], sm: SMProfile, path: str, max_values: int = 12
                    f"{g['density']:.4f}, max degree {g['max_degree']}, average degree "
                    f"{g['avg_degree']:.1f}, {g['moves']} moves")
         occ = r["occupancy"]
+        if r.get("budget") is not None:
+            out.append(f"  budget {r['budget']}"
+                       + (f" from {r['budget_from']}" if r.get("budget_from") else ""))
         for key, label in (("at_max_live", "at MaxLive"), ("at_budget", "at the budget")):
             if key in occ:
                 o = occ[key]
-                out.append(f"  occupancy {label}: {o['registers']} registers x "
-                           f"{occ['block_size']} threads -> {o['blocks_per_sm']} blocks, "
-                           f"{o['threads_per_sm']} threads per SM ({100 * o['occupancy']:.1f} %)")
+                head = f"  occupancy {label}: {o['registers']} registers x {o['block_size']} threads"
+                if o["occupancy"] is None:
+                    out.append(f"{head}: {o['note']}")
+                else:
+                    out.append(f"{head} -> {o['blocks_per_sm']} blocks, {o['warps_per_sm']} "
+                               f"warps per SM ({100 * o['occupancy']:.2f} %, limited by "
+                               f"{o['limiter']})")
         pk = r["peak"]
         where = f"instruction {pk['instruction']} (line {pk['line']}"
         where += f", source {pk['source']})" if pk["source"] else ")"

@@ -6,15 +6,12 @@ Three pieces of the seed, and how ptxalloc puts them together (decisions, docs/d
 "Fat-point allocator: the register budget"):
 
 **Occupancy.** ``max_warps(regs)``: the warps one SM can hold when each thread uses ``regs``
-registers. Registers are handed out per warp in granules of 256 (8 per thread), so::
-
-    max_warps(regs) = min(max_threads / 32, (regfile / 256) // ceil(regs / 8)) - warp_offset
-
-The seed writes ``(-granularity_mask & (2 * half_reg_file_size / regs)) - warp_offset`` with
-``2 * half_reg_file_size = regfile / 256`` (the register file in granules); taken literally it
-gives 0 warps for 64 registers on sm_90 (``-63 & 4``), so the mask is read as the rounding of
-the register count to its granule — the rule of the CUDA occupancy calculator — and
-``warp_offset`` as 0. The register file is the SM profile's (:mod:`sm`, the seeds' figures).
+registers — the CUDA Occupancy Calculator's count (:func:`occupancy.warps_by_registers`: 256
+registers per warp, 4 sub-partitions) capped by the target's warps per SM, less ``warp_offset``.
+The seed writes ``(-granularity_mask & (2 * half_reg_file_size / regs)) - warp_offset``; taken
+literally it gives 0 warps for 64 registers (``-63 & 4``), so the mask is read as the rounding
+of the register count to its granule — the rule of the occupancy calculator — and
+``warp_offset`` as 0. The figures are the hardware's (:mod:`sm`), not the seeds' register file.
 
 **The budget fraction.** The seed's piecewise-linear table over a register count ``x``:
 (x0, A) - (max threads, A) - (pressure threshold, A) - (255, B), flat outside, with A = 0.2,
@@ -34,8 +31,8 @@ pressure is allowed to spill little (20 % of the target); above the pressure thr
 occupancy is at its lowest, the allowance rises toward the whole target.
 
 ``auto`` then: starts at the top of the occupancy step that holds MaxLive (registers below the
-next cliff cost no occupancy), capped by the launch bounds (``.maxnreg``; ``.maxntid`` /
-``.reqntid`` with ``.minnctapersm`` — a block must fit, as ptxas honours them); steps down one
+next cliff cost no occupancy), capped by ptxas's register limit for the function
+(:mod:`register_limit`: ``.maxnreg``, launch bounds, ``-maxrregcount``); steps down one
 cliff at a time while the step does not need spill; and never goes below the registers one
 instruction needs. The report says which steps it took and why it stopped.
 
@@ -46,14 +43,12 @@ the ABI — is 0 until the calling convention reserves any.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
-from .occupancy import launch_threads
+from .occupancy import warps_by_registers
+from .register_limit import RegisterLimit, directive_limit
+from .sm import MAX_REGS_PER_THREAD as MAX_REGS
 from .sm import SMProfile
-
-GRANULE = 8                 # registers per thread in one 256-register warp granule
-MAX_REGS = 255
 
 
 @dataclass(frozen=True)
@@ -95,43 +90,22 @@ def budget_fraction(model: BudgetModel, x: float) -> float:
 
 def max_warps(sm: SMProfile, regs: int, warp_offset: int = 0) -> int:
     """Warps per SM that ``regs`` registers per thread allow (module docstring)."""
-    granules = max(1, math.ceil(max(regs, 1) / GRANULE))
-    return max(0, min(sm.max_threads // 32, (sm.regfile // 256) // granules) - warp_offset)
+    return max(0, min(sm.max_warps, warps_by_registers(sm, regs)) - warp_offset)
 
 
 def occupancy_weight(model: BudgetModel, sm: SMProfile, warps: int) -> float:
     """The seed's linear model: C at the lowest occupancy (255 registers), B at the highest."""
     lo = max_warps(sm, MAX_REGS)
-    hi = sm.max_threads // 32
+    hi = sm.max_warps
     if hi <= lo:
         return model.coeff_b
     return model.coeff_c + (model.coeff_b - model.coeff_c) / (hi - lo) * (warps - lo)
 
 
 def launch_limit(sm: SMProfile, directives: dict) -> tuple[int, str]:
-    """The register limit the launch bounds impose, and why."""
-    limit, why = MAX_REGS, "255 (no launch bounds)"
-    bound = launch_threads(directives)
-    if bound is not None:
-        key, threads = bound
-        blocks = directives.get("minnctapersm") or 1
-        if isinstance(blocks, list):
-            blocks = blocks[0]
-        need = max(1, int(blocks)) * math.ceil(threads / 32)
-        r = MAX_REGS
-        while r > 1 and max_warps(sm, r) < need:
-            r -= 1
-        if r < limit:
-            limit = r
-            why = (f"{r} (.{key} {threads}"
-                   f"{f' x {blocks} blocks' if int(blocks) > 1 else ''} must fit: "
-                   f"{need} warps)")
-    maxnreg = directives.get("maxnreg")
-    if maxnreg:
-        n = int(maxnreg[0] if isinstance(maxnreg, list) else maxnreg)
-        if 1 <= n < limit:
-            limit, why = n, f"{n} (.maxnreg)"
-    return limit, why
+    """The register limit the function's directives impose (ptxas's rule), and why."""
+    limit = directive_limit(sm, directives)
+    return limit.registers, limit.source
 
 
 def next_cliff(sm: SMProfile, target: int, floor: int) -> int | None:
@@ -154,10 +128,13 @@ class Budget:
 
 
 def choose_budget(sm: SMProfile, directives: dict, max_live: int, pair_penalty: int,
-                  live_count: int, floor: int, knobs: dict[str, float]) -> Budget:
-    """The register target ``--registers auto`` picks (module docstring)."""
+                  live_count: int, floor: int, knobs: dict[str, float],
+                  limit: RegisterLimit | None = None) -> Budget:
+    """The register target ``--registers auto`` picks (module docstring), below ``limit``
+    (default: ptxas's limit for ``directives``)."""
     model = BudgetModel.from_knobs(knobs)
-    limit, why = launch_limit(sm, directives)
+    limit = limit or directive_limit(sm, directives)
+    limit, why = limit.registers, f"{limit.registers} ({limit.source})"
     floor = max(1, min(floor, limit))
     demand = pair_penalty + max_live + live_count
     head = (f"auto: MaxLive {max_live}" + (f" + {pair_penalty} pair" if pair_penalty else "")

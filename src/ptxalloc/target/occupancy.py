@@ -1,21 +1,30 @@
-"""Occupancy: what a register count costs in threads per SM (seed 001 "Occupancy Impact").
+"""Occupancy: how many blocks and warps of a kernel one SM holds at a register count, as NVIDIA's
+CUDA Occupancy Calculator computes it (``cuda_occupancy.h`` of CUDA 13.0,
+``cudaOccMaxBlocksPerSMRegsLimit``), with the per-target figures of :mod:`sm`. Replaces seed
+001's "Occupancy Impact" formula, which has no block limit and no allocation granularity
+(docs/decisions.md).
 
-    blocks per SM = floor(register file / (registers per thread x threads per block))
-    threads per SM = min(max threads per SM, blocks x threads per block)
-    occupancy = threads per SM / max threads per SM
+    warps per block      = ceil(block / 32)
+    registers per warp   = registers x 32 rounded up to 256 (8 per thread)
+    warps by registers   = (registers per SM / 4 // registers per warp) x 4   (4 sub-partitions)
+    blocks per SM        = min(warps by registers // warps per block,
+                               max warps // warps per block, max blocks)
+    occupancy            = blocks x warps per block / max warps
 
-(Seed 001 labels the first quotient "max_threads_per_sm", but its worked example uses it as a
-block count: 65536 / (32 x 256) = 8 blocks, 8 x 256 / 2048 = 100 %. The project follows the
-example.) Registers are counted as ptxas reports them ("Used N registers").
+More than 255 registers per thread cannot launch at all: no occupancy, the function must spill.
+Shared memory is not modelled (the figure is in the profile). Registers are counted as ptxas
+reports them ("Used N registers").
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from .sm import SMProfile
+from .sm import MAX_REGS_PER_THREAD, REG_ALLOC_UNIT, SUB_PARTITIONS, SMProfile
 
 DEFAULT_BLOCK = 256
+MUST_SPILL = "exceeds 255: must spill"
 
 
 @dataclass(frozen=True)
@@ -23,15 +32,42 @@ class Occupancy:
     registers: int
     block: int
     blocks_per_sm: int
-    threads_per_sm: int
+    warps_per_sm: int
     fraction: float
+    limiter: str            # registers / warps / blocks
+
+    @property
+    def must_spill(self) -> bool:
+        return self.registers > MAX_REGS_PER_THREAD
+
+    def as_dict(self) -> dict:
+        row = {"registers": self.registers, "block_size": self.block,
+               "blocks_per_sm": self.blocks_per_sm, "warps_per_sm": self.warps_per_sm,
+               "occupancy": None if self.must_spill else round(self.fraction, 4),
+               "limiter": self.limiter}
+        if self.must_spill:
+            row["note"] = MUST_SPILL
+        return row
+
+
+def warps_by_registers(sm: SMProfile, registers: int) -> int:
+    """Warps one SM's register file holds at ``registers`` per thread (0 above 255)."""
+    if registers > sm.regs_per_thread:
+        return 0
+    per_warp = math.ceil(max(registers, 1) * 32 / REG_ALLOC_UNIT) * REG_ALLOC_UNIT
+    return (sm.regs_per_sm // SUB_PARTITIONS // per_warp) * SUB_PARTITIONS
 
 
 def occupancy(sm: SMProfile, registers: int, block: int = DEFAULT_BLOCK) -> Occupancy:
-    regs = max(1, registers)
-    blocks = sm.regfile // (regs * block)
-    threads = min(sm.max_threads, blocks * block)
-    return Occupancy(registers, block, blocks, threads, threads / sm.max_threads)
+    warps_per_block = max(1, math.ceil(block / 32))
+    if registers > sm.regs_per_thread:
+        return Occupancy(registers, block, 0, 0, 0.0, "registers")
+    limits = {"warps": sm.max_warps // warps_per_block, "blocks": sm.max_blocks,
+              "registers": warps_by_registers(sm, registers) // warps_per_block}
+    blocks = min(limits.values())
+    limiter = next(k for k, v in limits.items() if v == blocks)    # ties: warps, blocks, regs
+    warps = blocks * warps_per_block
+    return Occupancy(registers, block, blocks, warps, warps / sm.max_warps, limiter)
 
 
 def launch_threads(directives: dict) -> tuple[str, int] | None:

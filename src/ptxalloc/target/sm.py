@@ -1,29 +1,51 @@
-"""SM profiles (seed 000 "SM-Specific Register Constraints", seed 001 "Occupancy Impact",
-seed 002 "SM-Specific Latencies").
+"""SM profiles (seed 000 "SM-Specific Register Constraints", seed 002 "SM-Specific Latencies";
+the occupancy figures are the hardware's, not seed 001's).
 
-Each profile gives the register file size (in 32-bit registers per SM, as seed 001's occupancy
-formula counts it: "64 KB" is 65536 registers for SM 70-89, and the seeds double it for SM 90+),
-the registers one thread may use (255), the maximum threads per SM of seed 000's table, the
-memory latencies the spill cost uses, and the tensor-core alignment rules (in 32-bit registers).
+Each profile gives the registers one thread may use (255), the occupancy figures of the real
+hardware, the memory latencies the spill cost uses (the seeds'), and the tensor-core alignment
+rules (in 32-bit registers).
 
-The seeds' figures are followed even where real hardware differs (an H100 has 65536 registers per
-SM, not 131072; sm_75 allows 1024 threads per SM): the project models the seeds' allocators.
-docs/decisions.md records this.
+The occupancy figures are those of NVIDIA's CUDA C++ Programming Guide, table "Technical
+Specifications per Compute Capability", and of the CUDA Occupancy Calculator
+(``cuda_occupancy.h`` of CUDA 13.0: ``cudaOccRegAllocationGranularity`` = 256 registers per
+warp, ``cudaOccSubPartitionsPerMultiprocessor`` = 4 warp-allocation sub-partitions):
+
+======  ============  =========  ==========  ==================
+target  regs per SM   max warps  max blocks  shared memory / SM
+======  ============  =========  ==========  ==================
+sm_70   65536         64         32          96 KB
+sm_75   65536         32         16          64 KB
+sm_80   65536         64         32          164 KB
+sm_86   65536         48         16          100 KB
+sm_89   65536         48         24          100 KB
+sm_90   65536         64         32          228 KB
+sm_100  65536         64         32          228 KB
+sm_120  65536         48         32          128 KB
+======  ============  =========  ==========  ==================
+
+The seeds' register-file sizes (131072 from sm_90) are not used: docs/decisions.md.
+A ``.target`` this model does not know is a named warning on stderr, never a silent fallback.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from ..errors import UsageError
+
+REG_ALLOC_UNIT = 256        # registers per warp in one allocation (8 per thread)
+SUB_PARTITIONS = 4          # warps are given registers per sub-partition (warp granularity 4)
+MAX_REGS_PER_THREAD = 255
 
 
 @dataclass(frozen=True)
 class SMProfile:
     name: str
-    regfile: int                 # 32-bit registers per SM
-    regs_per_thread: int         # R0..R254
-    max_threads: int             # per SM
+    regs_per_sm: int             # 32-bit registers per SM (65536 on every target here)
+    max_warps: int               # resident warps per SM
+    max_blocks: int              # resident blocks per SM
+    shared_kb: int               # shared memory per SM, KB
     latency_l1: float
     latency_l2: float
     latency_l3: float            # "L3/main" column of seed 002's latency table
@@ -32,41 +54,84 @@ class SMProfile:
     wgmma: bool = False          # warpgroup.mma (8-register fragments)
     tcgen05: bool = False
 
+    regs_per_thread: int = MAX_REGS_PER_THREAD       # R0..R254
+
+    @property
+    def max_threads(self) -> int:
+        """Resident threads per SM."""
+        return 32 * self.max_warps
+
     @property
     def sm(self) -> int:
         return int(self.name[3:].rstrip("a").rstrip("f"))
 
 
 PROFILES: dict[str, SMProfile] = {
-    "sm_70": SMProfile("sm_70", 65536, 255, 2048, 4.0, 10.0, 100.0),
-    "sm_75": SMProfile("sm_75", 65536, 255, 1024, 4.0, 10.0, 100.0),
-    "sm_80": SMProfile("sm_80", 65536, 255, 2048, 4.0, 10.0, 100.0),
-    "sm_86": SMProfile("sm_86", 65536, 255, 1536, 4.0, 10.0, 100.0),
-    "sm_89": SMProfile("sm_89", 65536, 255, 1536, 4.0, 10.0, 100.0),
-    "sm_90": SMProfile("sm_90", 131072, 255, 2048, 4.0, 10.0, 40.0, wgmma=True),
-    "sm_100": SMProfile("sm_100", 131072, 255, 2048, 4.0, 10.0, 40.0, wgmma=True,
+    "sm_70": SMProfile("sm_70", 65536, 64, 32, 96, 4.0, 10.0, 100.0),
+    "sm_75": SMProfile("sm_75", 65536, 32, 16, 64, 4.0, 10.0, 100.0),
+    "sm_80": SMProfile("sm_80", 65536, 64, 32, 164, 4.0, 10.0, 100.0),
+    "sm_86": SMProfile("sm_86", 65536, 48, 16, 100, 4.0, 10.0, 100.0),
+    "sm_89": SMProfile("sm_89", 65536, 48, 24, 100, 4.0, 10.0, 100.0),
+    "sm_90": SMProfile("sm_90", 65536, 64, 32, 228, 4.0, 10.0, 40.0, wgmma=True),
+    "sm_100": SMProfile("sm_100", 65536, 64, 32, 228, 4.0, 10.0, 40.0, wgmma=True,
                         tcgen05=True),
-    "sm_120": SMProfile("sm_120", 131072, 255, 2048, 4.0, 10.0, 40.0, wgmma=True,
+    "sm_120": SMProfile("sm_120", 65536, 48, 32, 128, 4.0, 10.0, 40.0, wgmma=True,
                         tcgen05=True),
 }
+
+# every real ``sm_XX`` PTX target (PTX ISA "Target ISA notes"), mapped to the nearest profile at
+# or below it; ``a``/``f`` suffixes are accepted
+KNOWN_SM = (20, 21, 30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90,
+            100, 101, 103, 110, 120, 121)
+TARGET_OPTIONS = ("texmode_unified", "texmode_independent", "debug", "map_f64_to_f32")
 
 DEFAULT = "sm_90"
 
 
-def profile_for(arch: str | None, module_target: str | None = None) -> SMProfile:
-    """The profile for ``--arch`` (one of the eight the seeds describe), else for the module's
-    ``.target``, mapped to the nearest described architecture at or below it (sm_20 ... sm_61
-    to sm_70, sm_90a to sm_90, sm_101 to sm_100)."""
+def profile_for(arch: str | None, module_target: str | None = None,
+                filename: str | None = None) -> SMProfile:
+    """The profile for ``--arch`` (one of the eight above), else for the module's ``.target``,
+    mapped to the nearest profile at or below it (sm_20 ... sm_61 to sm_70, sm_90a to sm_90,
+    sm_101 to sm_100). A target that is no real ``sm_XX`` (``sm_1000``, ``compute_90``, garbage)
+    gets sm_90 and a warning on stderr naming the file."""
     if arch is not None:
         if arch not in PROFILES:
             raise UsageError(f"unknown architecture '{arch}' (known: {', '.join(PROFILES)})")
         return PROFILES[arch]
-    digits = "".join(ch for ch in (module_target or "")[3:] if ch.isdigit())
-    if not (module_target or "").startswith("sm_") or not digits:
+    if not module_target:
         return PROFILES[DEFAULT]
-    num = int(digits)
+    num = _sm_number(module_target)
+    if num is None:
+        print(f"{filename or '<input>'}: warning: unknown .target '{module_target}'; using "
+              f"{DEFAULT}", file=sys.stderr)
+        return PROFILES[DEFAULT]
     best = "sm_70"
     for key, prof in PROFILES.items():
         if prof.sm <= num:
             best = key
     return PROFILES[best]
+
+
+def arch_of_target(targets: list[str]) -> str | None:
+    """The architecture of a ``.target`` list: its first entry that is not a target option."""
+    for t in targets:
+        if t not in TARGET_OPTIONS:
+            return t
+    return None
+
+
+def profile_for_module(arch: str | None, module) -> SMProfile:
+    """:func:`profile_for` for a parsed module (its ``.target`` and file name)."""
+    return profile_for(arch, arch_of_target(module.target), module.filename)
+
+
+def _sm_number(target: str) -> int | None:
+    """The number of a real ``sm_XX[a|f]`` target, None for anything else."""
+    if not target.startswith("sm_"):
+        return None
+    digits = target[3:]
+    if digits[-1:] in ("a", "f"):
+        digits = digits[:-1]
+    if not digits.isdigit() or int(digits) not in KNOWN_SM:
+        return None
+    return int(digits)
