@@ -11,7 +11,12 @@ Python's own start-up is measured once and printed apart.
 Targets: median ratio at most 1.0; registers equal to MaxLive on at least 95 % of functions at
 K = 255.
 
-    python3 bench/allocate.py [--budgets 15,255] [--allocator briggs] [--no-verify] [--files N]
+    python3 bench/allocate.py [--budgets 15,255,default] [--allocator briggs] [--no-verify]
+                              [--files N]
+
+ptxas gets the budget ptxalloc gets (bench/common.py): ``-maxrregcount K
+--override-directive-values`` for a number K, no flag for ``default`` (ptxas's register limit,
+ptxalloc's default).
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ import subprocess
 import sys
 import time
 
-from common import corpus_root, manifest, median, ptxas_seconds
+from common import (budget_name, corpus_root, manifest, median, parse_budgets, ptxas_budget_flags,
+                    ptxas_seconds)
 
 from ptxalloc.errors import AllocationError
 from ptxalloc.ir.operands import Vec
@@ -29,7 +35,7 @@ from ptxalloc.pipeline import allocate_module, allocate_what_fits
 from ptxalloc.ptx import parse_file
 
 
-def run(path: str, budget: int, allocator: str, verify: bool):
+def run(path: str, budget: int | None, allocator: str, verify: bool):
     """Parse and allocate a file end to end; the time of a file with a refused function (an
     instruction needs more than the budget) is that of the run without it. Returns (seconds,
     result, module allocated, {refused function: message})."""
@@ -60,7 +66,7 @@ def gap_kind(fn, fr) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--budgets", default="15,255")
+    ap.add_argument("--budgets", default="15,255,default")
     ap.add_argument("--allocator", default="briggs")
     ap.add_argument("--no-verify", action="store_true")
     ap.add_argument("--files", type=int, default=0, help="only the first N files")
@@ -74,9 +80,10 @@ def main() -> int:
     subprocess.run([sys.executable, "-c", "import ptxalloc.cli"], check=True)
     startup = time.perf_counter() - t
     print(f"python start-up + import of ptxalloc: {1000 * startup:.0f} ms (not in the ratios)")
-    px = {f["path"]: ptxas_seconds(str(root / f["path"]), f["ptxas_arch"], repeat=1)
-          for f in files}
-    for budget in (int(b) for b in a.budgets.split(",")):
+    for budget in parse_budgets(a.budgets):
+        px = {f["path"]: ptxas_seconds(str(root / f["path"]), f["ptxas_arch"],
+                                       ptxas_budget_flags(budget), repeat=1)
+              for f in files}
         ratios = []
         ours_total = theirs_total = 0.0
         funcs = refused = spill = moves = coalesced = at_bound = below = optimal = 0
@@ -106,10 +113,10 @@ def main() -> int:
                 optimal += bool(fr.extra.get("registers_optimal"))
                 verified += fr.verified is True
             if a.per_file:
-                print(f"  K={budget:<3} {f['path']:<80} {secs:7.3f} s  ptxas "
+                print(f"  {budget_name(budget)} {f['path']:<80} {secs:7.3f} s  ptxas "
                       f"{theirs if theirs else float('nan'):7.3f} s")
-        print(f"\nK = {budget} ({a.allocator}): {len(files)} files, {funcs} functions allocated, "
-              f"{refused} refused (an instruction needs more than {budget} registers)")
+        print(f"\n{budget_name(budget)} ({a.allocator}): {len(files)} files, {funcs} functions "
+              f"allocated, {refused} refused (an instruction needs more than the budget)")
         print(f"  functions {funcs}, verified {verified}, spill bytes (stores+loads) {spill}, "
               f"moves coalesced {coalesced} of {moves}")
         print(f"  time: ptxalloc {ours_total:.1f} s, ptxas {theirs_total:.1f} s; per-file ratio "

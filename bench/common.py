@@ -1,4 +1,10 @@
-"""Shared helpers of the benchmarks: where the corpus is, timing ptxas beside ptxalloc."""
+"""Shared helpers of the benchmarks: where the corpus is, timing ptxas beside ptxalloc, and the
+one budget rule both are given.
+
+Budgets (``--budgets`` of the benchmarks): a number K gives ptxalloc ``--registers K`` and ptxas
+``-maxrregcount K --override-directive-values`` (K for every function, directives included;
+ptxas raises K below 24 to 24); ``default`` gives both their default, ptxas's register limit
+(ptxalloc's ``registers=None``, ptxas without flags)."""
 
 from __future__ import annotations
 
@@ -22,6 +28,22 @@ def manifest() -> list[dict]:
     if root is None:
         raise SystemExit("../shared/corpus is absent: nothing to measure")
     return json.loads((root / "MANIFEST.json").read_text())["files"]
+
+
+def parse_budgets(text: str) -> list[int | None]:
+    """``15,255,default`` -> [15, 255, None]."""
+    return [None if b.strip() == "default" else int(b) for b in text.split(",")]
+
+
+def budget_name(budget: int | None) -> str:
+    return "default (ptxas's limit)" if budget is None else f"K={budget}"
+
+
+def ptxas_budget_flags(budget: int | None) -> list[str]:
+    """The ptxas flags that give ptxas the budget ptxalloc gets (module docstring)."""
+    if budget is None:
+        return []
+    return [f"-maxrregcount={budget}", "--override-directive-values"]
 
 
 def best_of(fn, repeat: int = 3) -> float:

@@ -35,7 +35,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from common import corpus_root, manifest
+from common import corpus_root, manifest, ptxas_budget_flags
 
 ALLOCATORS = ("briggs", "fatpoint")
 
@@ -72,8 +72,7 @@ def measure(rel: str, arch: str, budgets: list[int], knobs: dict, with_ptxas: bo
                               "cpu": time.process_time() - t}
             rows[fn.name] = got
         if with_ptxas and ptxas.available():
-            a = ptxas.assemble_file(path, arch, [f"-maxrregcount={k}",
-                                                 "--override-directive-values"])
+            a = ptxas.assemble_file(path, arch, ptxas_budget_flags(k))
             for name, fig in a.functions.items():
                 if name in rows and a.ok and fig.registers is not None:
                     rows[name]["ptxas"] = {"registers": fig.registers,

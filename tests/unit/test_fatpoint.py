@@ -469,7 +469,8 @@ def test_max_warps_rounds_registers_to_granules():
     assert max_warps(sm80, 64) == 32        # 256 granules / 8
     assert max_warps(sm80, 57) == max_warps(sm80, 64) == 32     # 57 rounds up to 64
     assert max_warps(sm80, 255) == 8
-    assert max_warps(PROFILES["sm_90"], 64) == 64               # the seeds' 131072
+    assert max_warps(PROFILES["sm_90"], 64) == 32               # 65536, not the seeds' 131072
+    assert max_warps(sm80, 40) == 48        # 16384 / 1280 per sub-partition: 12 x 4
     assert next_cliff(sm80, 64, 1) == 56 and max_warps(sm80, 56) == 36
     assert next_cliff(sm80, 32, 1) is None
 
@@ -484,12 +485,12 @@ def test_launch_bounds_and_the_auto_choice():
     # MaxLive 20: the 64-warp step reaches 32 registers: nothing to gain below
     b = choose_budget(sm80, {}, 20, 0, 0, 4, k)
     assert b.registers == 32
-    # MaxLive 36 (51 warps at 40): one step to 32 (64 warps) gives up 4 <= 33 x 0.2 x 1.0
+    # MaxLive 36 (48 warps at 40): one step to 32 (64 warps) gives up 4 <= 33 x 0.2 x 1.0
     b = choose_budget(sm80, {}, 36, 0, 0, 4, k)
     assert b.registers == 32 and "needs spill" not in b.reason
     # MaxLive 60: 64 -> 56 (gives up 4 <= 57 x 0.2 x 0.65), then 48 needs spill
     b = choose_budget(sm80, {}, 60, 0, 0, 4, k)
-    assert b.registers == 56 and "48 regs (42 warps) needs spill" in b.reason
+    assert b.registers == 56 and "48 regs (40 warps) needs spill" in b.reason
     # the launch bound caps it; a demand above the limit gets the limit
     b = choose_budget(sm80, {"maxntid": 1024}, 100, 0, 0, 4, k)
     assert b.registers == 64 and "demand 100 >= limit" in b.reason
