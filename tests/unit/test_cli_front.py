@@ -303,6 +303,9 @@ def test_damaged_input_never_crashes(scratch, text):
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             rc = main([command, str(path)])
         e = err.getvalue()
+        # a damaged .target is a named warning, not an error (issue 11)
+        e = re.sub(rf"^{re.escape(str(path))}: warning: unknown \.target '[^'\n]*'; "
+                   r"using sm_\d+\n", "", e, flags=re.M)
         assert rc in (0, 2), e            # 3 is an internal error: a bug
         if rc == 2:
             assert e.count("\n") == 1 and e.startswith("ptxalloc: "), e

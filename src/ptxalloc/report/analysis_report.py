@@ -77,7 +77,8 @@ def format_text(rows: list[dict], sm: SMProfile, path: str, max_values: int = 12
         for key, label in (("at_max_live", "at MaxLive"), ("at_budget", "at the budget")):
             if key in occ:
                 o = occ[key]
-                head = f"  occupancy {label}: {o['registers']} registers x {o['block_size']} threads"
+                head = (f"  occupancy {label}: {o['registers']} registers x "
+                        f"{o['block_size']} threads")
                 if o["occupancy"] is None:
                     out.append(f"{head}: {o['note']}")
                 else:
