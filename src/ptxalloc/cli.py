@@ -139,7 +139,7 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
 
     budget = _budget(args.registers, allow_auto=True)
     knobs = parse_knobs(args.knob)
-    output = args.output or STDIO
+    output = STDIO if args.output is None else args.output
     check_paths([args.file], {"the PTX (-o)": output, "--json": args.json})
     module = parse_file(args.file)
     _select(module, args.function)

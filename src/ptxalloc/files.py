@@ -90,6 +90,9 @@ def check_paths(inputs: list[str], outputs: dict[str, str | None]) -> None:
     """Refuse outputs that would destroy an input or each other. ``outputs`` maps an option
     (``-o``, ``--json``) to its path, None when not given; call it before any work is done."""
     given = {opt: p for opt, p in outputs.items() if p is not None}
+    for opt, p in given.items():
+        if not p:
+            raise UsageError(f"{opt} names no file (an empty path); '-' is standard output")
     to_stdout = [opt for opt, p in given.items() if _goes_to_stdout(p)]
     if len(to_stdout) > 1:
         raise UsageError(f"{' and '.join(to_stdout)} both write to standard output; "

@@ -217,6 +217,16 @@ def test_new_file_honours_the_umask(tmp_path, capsys, umask):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o666 & ~umask, name
 
 
+@pytest.mark.parametrize("argv", [["allocate", SRC, "-o", ""],
+                                  ["allocate", SRC, "-o", "o.ptx", "--json", ""],
+                                  ["parse", SRC, "--emit", ""]])
+def test_empty_output_path_is_refused(tmp_path, capsys, monkeypatch, argv):
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and out == "" and "empty path" in one_line(err)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_directory_output_is_refused(tmp_path, capsys):
     rc, out, err = run(capsys, "allocate", SRC, "-o", tmp_path)
     assert rc == 2 and "cannot write" in one_line(err)
