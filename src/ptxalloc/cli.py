@@ -2,7 +2,8 @@
 
 Errors the user can cause print one line (``file:line:col: what``) and exit with status 2
 (1 when ``verify`` refutes an allocation); a traceback on bad input is a bug. Set
-``PTXALLOC_DEBUG=1`` to see the traceback of an internal error.
+``PTXALLOC_DEBUG=1`` to see the traceback of an internal error. Every input and output goes
+through :mod:`ptxalloc.files` (``-`` is standard input or output).
 """
 
 from __future__ import annotations
@@ -14,12 +15,18 @@ import sys
 
 from .errors import PtxallocError
 
+EXIT_CODES = """exit status: 0 success; 1 refuted: verify found the allocation wrong, or allocate's
+own checker refuted its allocation (an internal error, nothing written); 2 bad input or usage
+(also an output that cannot be written); 3 internal error; 130 interrupted.
+'-' as FILE reads standard input; '-' as an output writes standard output."""
+
 
 def _cmd_parse(args: argparse.Namespace) -> int:
+    from .files import STDIO, check_paths, write_output
     from .ir.cfg import CFG
     from .ptx import emit_module, parse_file
-    from .util import write_atomic
 
+    check_paths([args.file], {"--emit": args.emit})
     module = parse_file(args.file)
     rows = []
     for fn in module.functions:
@@ -34,17 +41,19 @@ def _cmd_parse(args: argparse.Namespace) -> int:
             "max_loop_depth": max((lp.depth for lp in cfg.loops), default=0),
         })
     if args.emit:
-        write_atomic(args.emit, emit_module(module))
+        write_output(args.emit, emit_module(module))
+    # with --emit - the module is standard output and the summary goes to standard error
+    info = sys.stderr if args.emit == STDIO else sys.stdout
     if args.json:
-        print(json.dumps({"functions": rows}, indent=2))
+        print(json.dumps({"functions": rows}, indent=2), file=info)
     else:
-        print(f"{args.file}: PTX {module.version or '?'} {' '.join(module.target)}, "
-              f"{len(rows)} function(s)")
+        print(f"{module.filename}: PTX {module.version or '?'} {' '.join(module.target)}, "
+              f"{len(rows)} function(s)", file=info)
         for r in rows:
             regs = ", ".join(f"{n} {k}" for k, n in sorted(r["virtual_registers"].items()))
             print(f"  {r['kind']:5} {r['name']}: {r['blocks']} blocks, {r['instructions']} "
                   f"instructions, {r['loops']} loops (max depth {r['max_loop_depth']}), "
-                  f"registers: {regs or 'none'}")
+                  f"registers: {regs or 'none'}", file=info)
     return 0
 
 
@@ -132,47 +141,58 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"functions": rows}, indent=2))
     else:
-        print(format_text(rows, sm, args.file))
+        print(format_text(rows, sm, module.filename))
     return 0
 
 
 def _cmd_allocate(args: argparse.Namespace) -> int:
+    """Everything is computed (allocation, proof, report) before the first output is written:
+    a failure leaves every output untouched."""
     from .alloc.driver import Options
     from .alloc.knobs import parse_knobs
+    from .errors import InternalError, VerificationError
+    from .files import STDIO, check_paths, own_descriptor, write_outputs
     from .pipeline import allocate_module
     from .ptx import parse_file
     from .report.allocation_report import verbose_lines
-    from .util import write_atomic
 
     budget = _budget(args.registers, allow_auto=True)
     knobs = parse_knobs(args.knob)
+    output = STDIO if args.output is None else args.output
+    check_paths([args.file], {"the PTX (-o)": output, "--json": args.json})
     module = parse_file(args.file)
     _select(module, args.function)
-    result = allocate_module(module, budget, args.allocator, args.arch, args.function,
-                             verify=not args.no_verify,
-                             options=Options(allocator=args.allocator, knobs=knobs),
-                             maxrregcount=_maxrregcount(args.maxrregcount),
-                             override_directive_values=args.override_directive_values)
-    to_file = args.output not in (None, "-")
-    info = sys.stdout if to_file else sys.stderr
+    try:
+        result = allocate_module(module, budget, args.allocator, args.arch, args.function,
+                                 verify=not args.no_verify,
+                                 options=Options(allocator=args.allocator, knobs=knobs),
+                                 maxrregcount=_maxrregcount(args.maxrregcount),
+                                 override_directive_values=args.override_directive_values)
+    except VerificationError as e:
+        raise InternalError(f"the allocation failed its proof; no output written; please "
+                            f"report: {e}", exit_code=1) from None
+    outputs = [(output, result.ptx)]
+    if args.json:
+        outputs.append((args.json, json.dumps(result.report(), indent=2) + "\n"))
+    write_outputs(outputs)
     if args.verbose:
+        on_stdout = any(p == STDIO or own_descriptor(p) == 1 for p, _ in outputs)
+        info = sys.stderr if on_stdout else sys.stdout
         for fr in result.functions:
             for line in verbose_lines(fr, result.sm):
                 print(line, file=info)
-    if args.json:
-        write_atomic(args.json, json.dumps(result.report(), indent=2) + "\n")
-    if to_file:
-        write_atomic(args.output, result.ptx)
-    else:
-        sys.stdout.write(result.ptx)
     return 0
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     """``verify ORIGINAL.ptx ALLOCATED.ptx``: exit 0 when every allocated function is proven,
     1 when the checker refutes one (the error is printed), 2 on unusable input."""
+    from .errors import UsageError
     from .verify import verify_files
 
+    if args.original == args.allocated == "-":
+        raise UsageError("verify: only one of ORIGINAL.ptx and ALLOCATED.ptx can be '-' "
+                         "(standard input)")
     for proof in verify_files(args.original, args.allocated):
         print(proof.summary())
     return 0
@@ -191,16 +211,20 @@ def _add_ptxas_flags(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ptxalloc",
-                                 description="A register allocator for NVIDIA PTX.")
+                                 description="A register allocator for NVIDIA PTX.",
+                                 epilog=EXIT_CODES)
     sub = ap.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("parse", help="parse a PTX file and summarise its functions")
+    p = sub.add_parser("parse", help="parse a PTX file and summarise its functions",
+                       epilog=EXIT_CODES)
     p.add_argument("file")
-    p.add_argument("--emit", metavar="OUT.ptx", help="write the re-emitted module")
+    p.add_argument("--emit", metavar="OUT.ptx", help="write the re-emitted module ('-': "
+                   "standard output, the summary then goes to standard error)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(run=_cmd_parse)
 
-    p = sub.add_parser("analyze", help="register pressure, interference and occupancy")
+    p = sub.add_parser("analyze", help="register pressure, interference and occupancy",
+                       epilog=EXIT_CODES)
     p.add_argument("file")
     p.add_argument("--function", metavar="NAME", help="only this function")
     p.add_argument("--registers", metavar="K", help="a budget to report occupancy for, 1..255 "
@@ -209,7 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(run=_cmd_analyze)
 
-    p = sub.add_parser("allocate", help="allocate registers and write physical PTX")
+    p = sub.add_parser("allocate", help="allocate registers and write physical PTX",
+                       epilog=EXIT_CODES)
     p.add_argument("file")
     p.add_argument("-o", "--output", metavar="OUT.ptx",
                    help="write the PTX here, '-' for standard output (the default)")
@@ -226,13 +251,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--function", metavar="NAME", help="allocate only this function")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="per function, ptxas-style figures, moves, rounds and time")
-    p.add_argument("--json", metavar="REPORT.json", help="write the report as JSON")
+    p.add_argument("--json", metavar="REPORT.json", help="write the report as JSON ('-': "
+                   "standard output, when -o names a file)")
     p.add_argument("--no-verify", action="store_true",
                    help="skip the independent checker")
     p.set_defaults(run=_cmd_allocate)
 
     p = sub.add_parser("verify", help="prove an allocated PTX file against its original "
-                       "(exit 0 proven, 1 refuted, 2 unusable input)")
+                       "(exit 0 proven, 1 refuted, 2 unusable input)", epilog=EXIT_CODES)
     p.add_argument("original", metavar="ORIGINAL.ptx")
     p.add_argument("allocated", metavar="ALLOCATED.ptx")
     p.set_defaults(run=_cmd_verify)

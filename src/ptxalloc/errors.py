@@ -52,3 +52,19 @@ class VerificationError(PtxallocError):
 
 class UsageError(PtxallocError):
     """A command-line or API argument that makes no sense (unknown function, bad budget)."""
+
+
+class InternalError(PtxallocError):
+    """ptxalloc found its own result wrong (an allocation over its budget, an allocation its
+    own checker refutes): a bug to report, never the input's fault. Exit status 3 unless
+    given (``allocate`` exits 1 when its proof fails)."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    def __str__(self) -> str:
+        return f"internal error: {self.args[0]}"

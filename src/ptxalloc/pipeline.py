@@ -18,7 +18,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from .alloc.driver import FunctionResult, Options, allocate_function
-from .errors import AllocationError, UsageError
+from .errors import AllocationError, InternalError, UsageError
 from .ir.instruction import Raw
 from .ir.module import Module
 from .ptx import emit_function, emit_module
@@ -139,10 +139,24 @@ def allocate_module(module: Module, registers: int | str | None = None,
         texts[fn.name] = res.text
         results.append(res)
     text = emit_module(module, texts)
+    check_within_budget(results)
     if verify:
         from .verify import verify_module_text
         verify_module_text(module, text, results)
     return ModuleResult(text, results, sm)
+
+
+def check_within_budget(results: list[FunctionResult]) -> None:
+    """What the allocator knows of its own results without the checker (so also under
+    ``--no-verify``): every function fits its budget of registers and the predicate file.
+    Raises InternalError otherwise, before anything is written."""
+    from .target.units import PRED_REGS
+
+    for r in results:
+        if not (0 <= r.registers <= r.budget and 0 <= r.predicates <= PRED_REGS):
+            raise InternalError(f"function '{r.name}': the allocation uses {r.registers} "
+                                f"registers and {r.predicates} predicates, more than its "
+                                f"budget of {r.budget} and {PRED_REGS}")
 
 
 def allocate_what_fits(module: Module, registers: int | str | None = None,

@@ -28,31 +28,6 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all: into a temporary file beside it, then
-    renamed over it."""
-    import os
-    import tempfile
-
-    from .errors import UsageError
-
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".ptxalloc-", suffix=".tmp", dir=directory)
-    except OSError as e:
-        raise UsageError(f"{path}: cannot write: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise UsageError(f"{path}: cannot write: {e.strerror}") from None
-
-
 def bits(x: int) -> list[int]:
     """Positions of the set bits of a non-negative int bitset, lowest first.
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import PtxSyntaxError, UsageError
+from ..errors import PtxSyntaxError
 from ..ir import isa
 from ..ir.instruction import (COMMENT, DIRECTIVE, LOC, REG_DECL, SCOPE_CLOSE, SCOPE_OPEN,
                               Instruction, Label, Raw)
@@ -871,12 +871,10 @@ def _record_module_line(module: Module, s: str) -> None:
 
 
 def parse_file(path: str) -> Module:
-    """Parse a PTX file; unreadable or non-UTF-8 files are reported as syntax errors."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read: {e.strerror}") from None
+    """Parse a PTX file (``-``: standard input, named ``<stdin>`` in errors); unreadable or
+    non-UTF-8 files are reported as errors."""
+    from ..files import read_input
+    data, path = read_input(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

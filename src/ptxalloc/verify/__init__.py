@@ -203,14 +203,14 @@ def _check_unchanged(o: Function, a: Function) -> None:
 
 
 def verify_files(original_path: str, allocated_path: str) -> list[FunctionProof]:
+    """``-`` (standard input) may name one of the two files."""
+    from ..files import read_input
     from ..ptx.parser import parse_file
+    data, name = read_input(allocated_path)
     try:
-        with open(allocated_path, "rb") as f:
-            text = f.read().decode("utf-8")
-    except OSError as e:
-        raise CheckerInputError(f"{allocated_path}: cannot read: {e.strerror}") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise CheckerInputError(f"{allocated_path}: not UTF-8 text") from None
+        raise CheckerInputError(f"{name}: not UTF-8 text") from None
     with gc_paused():
         original = parse_file(original_path)
-        return verify_modules(original, parse_allocated(text, allocated_path))
+        return verify_modules(original, parse_allocated(text, name))
