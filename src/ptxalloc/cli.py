@@ -15,12 +15,28 @@ import sys
 from .errors import PtxallocError
 
 
-def _cmd_parse(args: argparse.Namespace) -> int:
-    from .ir.cfg import CFG
-    from .ptx import emit_module, parse_file
-    from .util import write_atomic
+def _load(args: argparse.Namespace):
+    """Parse ``args.file`` and print the parser's warnings on stderr; under ``--strict`` they
+    are errors (each printed, the last raised: exit 2)."""
+    from .ptx import parse_file
 
     module = parse_file(args.file)
+    warnings = module.warnings
+    if args.strict and warnings:
+        for w in warnings[:-1]:
+            print(f"ptxalloc: {w.as_error()}", file=sys.stderr)
+        raise warnings[-1].as_error()
+    for w in warnings:
+        print(w, file=sys.stderr)
+    return module
+
+
+def _cmd_parse(args: argparse.Namespace) -> int:
+    from .ir.cfg import CFG
+    from .ptx import emit_module
+    from .util import write_atomic
+
+    module = _load(args)
     rows = []
     for fn in module.functions:
         cfg = CFG(fn)
@@ -100,12 +116,11 @@ def _convention_figures(module, fn, sm, budget: int) -> dict | None:
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from .analysis import analyze_function
-    from .ptx import parse_file
     from .report.analysis_report import format_text, function_row
     from .target.sm import profile_for
 
     budget = _budget(args.registers)
-    module = parse_file(args.file)
+    module = _load(args)
     sm = profile_for(args.arch, module.sm)
     rows = [function_row(analyze_function(fn, sm), sm, budget,
                          convention=_convention_figures(module, fn, sm, budget or 15))
@@ -121,13 +136,12 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     from .alloc.driver import Options
     from .alloc.knobs import parse_knobs
     from .pipeline import allocate_module
-    from .ptx import parse_file
     from .report.allocation_report import verbose_lines
     from .util import write_atomic
 
     budget = _budget(args.registers, allow_auto=True)
     knobs = parse_knobs(args.knob)
-    module = parse_file(args.file)
+    module = _load(args)
     _select(module, args.function)
     result = allocate_module(module, budget if budget is not None else 15, args.allocator,
                              args.arch, args.function, verify=not args.no_verify,
@@ -157,6 +171,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _strict_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strict", action="store_true",
+                   help="treat the parser's warnings (duplicate labels or registers, unknown "
+                   "opcodes, wrong operand counts, unknown .version) as errors")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ptxalloc",
                                  description="A register allocator for NVIDIA PTX.")
@@ -166,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--emit", metavar="OUT.ptx", help="write the re-emitted module")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _strict_option(p)
     p.set_defaults(run=_cmd_parse)
 
     p = sub.add_parser("analyze", help="register pressure, interference and occupancy")
@@ -174,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--registers", metavar="K", help="a budget to report occupancy for")
     p.add_argument("--arch", metavar="sm_XX", help="target model (default: the .target)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    _strict_option(p)
     p.set_defaults(run=_cmd_analyze)
 
     p = sub.add_parser("allocate", help="allocate registers and write physical PTX")
@@ -194,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="REPORT.json", help="write the report as JSON")
     p.add_argument("--no-verify", action="store_true",
                    help="skip the independent checker")
+    _strict_option(p)
     p.set_defaults(run=_cmd_allocate)
 
     p = sub.add_parser("verify", help="prove an allocated PTX file against its original "
