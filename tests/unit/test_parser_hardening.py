@@ -321,3 +321,11 @@ def test_physical_names_and_annotation_comments_parse_as_ordinary_input():
     st = f.instructions()[2]
     assert sorted(f.regs.names[v] for v in st.uses) == ["%R12", "%RD4"]
     assert f.instructions()[1].comment == "//@ spill"
+
+
+def test_empty_statement_after_another_on_one_line():
+    text, line, column, _ = _marked(kernel(".reg .b64 %rd1;\n\tmov.u64 %rd1, 0; \u00a4;\n"))
+    with pytest.raises(PtxSyntaxError) as info:
+        parse(text, "e.ptx")
+    assert info.value.message == "empty statement"
+    assert (info.value.line, info.value.column) == (line, column)

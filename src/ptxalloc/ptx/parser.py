@@ -697,7 +697,7 @@ class _FunctionParser:
         stmt = text[tpos:i]
         if commented:                           # comments inside a statement are whitespace
             stmt = _INNER_COMMENT.sub(_blank_comment, stmt)
-        if stmt[0] == "." and _FUNC_KIND.search(stmt):
+        if stmt[:1] == "." and _FUNC_KIND.search(stmt):
             raise self.not_closed(tpos)
         self.statement(stmt.rstrip(), tpos, tline, self.loc)
         return i + 1
