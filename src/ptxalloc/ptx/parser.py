@@ -5,13 +5,19 @@ The parser reads what nvcc, Triton, LLVM, Ocelot and people write: ``.version``/
 and return lists (``.param`` and old-ABI ``.reg``), linkage and performance directives; ``.reg``
 declarations with ranges (``%r<100>``), lists and vector types; nested ``{ }`` scopes with their
 own declarations; labels; guards; operands of every kind (see :mod:`ptxalloc.ir.operands`);
-``call`` lists; ``.callprototype`` and ``.branchtargets``; ``.loc``/``.file`` (which end at the
-newline), ``.section`` blocks and comments, which are all kept for the emitter.
+``call`` lists; ``.callprototype`` and ``.branchtargets``; ``.loc``/``.file``, ``.section``
+blocks and comments, which are all kept for the emitter.
 
-It is one pass over the text with anchored regular expressions: function bodies are split into
-statements by a single compiled pattern, and instructions take a fast path when their operands
-hold no brackets. Registers become dense ids on first reference.
+Statements are found by tokens, not lines: a statement ends at its ';', a scope at '{' or '}',
+and ``.version``/``.target``/``.address_size``/``.loc``/``.file`` where their operand lists end
+(PTX ISA chapter 11), so a whole module may be on one line. The text is read once, left to
+right, with anchored patterns that never backtrack past the token they read: a line holding one
+simple statement takes a fast path, anything else is read token by token. Registers become
+dense ids on first reference.
 
+What ptxas rejects but allocation survives (duplicate labels or registers, unknown opcodes,
+wrong operand counts, an unknown ``.version``, no function) is collected as
+:class:`~ptxalloc.errors.Diagnostic` warnings in ``Module.warnings``; nothing is printed.
 Malformed input raises :class:`~ptxalloc.errors.PtxSyntaxError` with file, line and column.
 """
 
