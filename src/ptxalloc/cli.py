@@ -21,13 +21,29 @@ own checker refuted its allocation (an internal error, nothing written); 2 bad i
 '-' as FILE reads standard input; '-' as an output writes standard output."""
 
 
+def _load(args: argparse.Namespace):
+    """Parse ``args.file`` and print the parser's warnings on stderr; under ``--strict`` they
+    are errors (each printed, the last raised: exit 2)."""
+    from .ptx import parse_file
+
+    module = parse_file(args.file)
+    warnings = module.warnings
+    if args.strict and warnings:
+        for w in warnings[:-1]:
+            print(f"ptxalloc: {w.as_error()}", file=sys.stderr)
+        raise warnings[-1].as_error()
+    for w in warnings:
+        print(w, file=sys.stderr)
+    return module
+
+
 def _cmd_parse(args: argparse.Namespace) -> int:
     from .files import STDIO, check_paths, write_output
     from .ir.cfg import CFG
-    from .ptx import emit_module, parse_file
+    from .ptx import emit_module
 
     check_paths([args.file], {"--emit": args.emit})
-    module = parse_file(args.file)
+    module = _load(args)
     rows = []
     for fn in module.functions:
         cfg = CFG(fn)
@@ -123,12 +139,11 @@ def _convention_figures(module, fn, sm, budget: int) -> dict | None:
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from .analysis import analyze_function
     from .pipeline import fixed_budgets
-    from .ptx import parse_file
     from .report.analysis_report import format_text, function_row
     from .target.sm import profile_for_module
 
     registers = _budget(args.registers)
-    module = parse_file(args.file)
+    module = _load(args)
     sm = profile_for_module(args.arch, module)
     budgets = fixed_budgets(module, sm, registers, _maxrregcount(args.maxrregcount),
                             args.override_directive_values)
@@ -153,14 +168,13 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     from .errors import InternalError, VerificationError
     from .files import STDIO, check_paths, own_descriptor, write_outputs
     from .pipeline import allocate_module
-    from .ptx import parse_file
     from .report.allocation_report import verbose_lines
 
     budget = _budget(args.registers, allow_auto=True)
     knobs = parse_knobs(args.knob)
     output = STDIO if args.output is None else args.output
     check_paths([args.file], {"the PTX (-o)": output, "--json": args.json})
-    module = parse_file(args.file)
+    module = _load(args)
     _select(module, args.function)
     try:
         result = allocate_module(module, budget, args.allocator, args.arch, args.function,
@@ -209,6 +223,12 @@ def _add_ptxas_flags(p: argparse.ArgumentParser) -> None:
                    help="as ptxas: -maxrregcount overrides the directives")
 
 
+def _strict_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strict", action="store_true",
+                   help="treat the parser's warnings (duplicate labels or registers, unknown "
+                   "opcodes, wrong operand counts, unknown .version) as errors")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ptxalloc",
                                  description="A register allocator for NVIDIA PTX.",
@@ -221,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--emit", metavar="OUT.ptx", help="write the re-emitted module ('-': "
                    "standard output, the summary then goes to standard error)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _strict_option(p)
     p.set_defaults(run=_cmd_parse)
 
     p = sub.add_parser("analyze", help="register pressure, interference and occupancy",
@@ -231,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "or 'seed' (default: ptxas's register limit per function)")
     _add_ptxas_flags(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    _strict_option(p)
     p.set_defaults(run=_cmd_analyze)
 
     p = sub.add_parser("allocate", help="allocate registers and write physical PTX",
@@ -255,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "standard output, when -o names a file)")
     p.add_argument("--no-verify", action="store_true",
                    help="skip the independent checker")
+    _strict_option(p)
     p.set_defaults(run=_cmd_allocate)
 
     p = sub.add_parser("verify", help="prove an allocated PTX file against its original "

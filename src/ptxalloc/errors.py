@@ -38,6 +38,34 @@ class PtxSyntaxError(PtxallocError):
         return f"{text}\n{' ' * max(self.column - 1, 0)}^"
 
 
+class Diagnostic:
+    """A warning about suspicious PTX (a duplicate label, an unknown opcode...): collected by
+    the parser in ``Module.warnings``, printed by the command line, an error under
+    ``--strict``. ``line`` 0 means the whole file."""
+
+    __slots__ = ("message", "filename", "line", "column", "source_line")
+
+    def __init__(self, message: str, filename: str = "<input>", line: int = 0, column: int = 0,
+                 source_line: str = ""):
+        self.message = message
+        self.filename = filename
+        self.line = line
+        self.column = column
+        self.source_line = source_line
+
+    def __str__(self) -> str:
+        where = f"{self.filename}:{self.line}:{self.column}" if self.line else self.filename
+        return f"{where}: warning: {self.message}"
+
+    def __repr__(self) -> str:
+        return f"Diagnostic({str(self)!r})"
+
+    def as_error(self) -> PtxSyntaxError:
+        """The same finding as a syntax error (``--strict``)."""
+        return PtxSyntaxError(self.message, self.filename, self.line, self.column,
+                              self.source_line)
+
+
 class AllocationError(PtxallocError):
     """A request no allocation can satisfy (a budget below one instruction's needs, a frame over
     64 KB, an unknown knob); the message names the function and instruction."""

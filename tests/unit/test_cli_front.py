@@ -310,5 +310,6 @@ def test_damaged_input_never_crashes(scratch, text):
         if rc == 2:
             assert e.count("\n") == 1 and e.startswith("ptxalloc: "), e
             assert out.getvalue() == ""
-        else:
-            assert e == ""
+        else:                               # only the parser's warnings, one per line
+            assert all(": warning: " in ln and "Traceback" not in ln
+                       for ln in e.splitlines()), e

@@ -599,8 +599,8 @@ def _marked(text: str) -> tuple[str, int, int, str]:
 
 
 ERROR_CASES = {
-    "unterminated body": (HDR + ".visible .entry k()\n\u00a4{\n\t.reg .b32 %r<3>;\n"
-                          "\tmov.u32 %r1, 1;\n", "is not closed"),
+    "unterminated body": (HDR + ".visible .entry k()\n{\n\t.reg .b32 %r<3>;\n"
+                          "\tmov.u32 %r1, 1;\u00a4\n", "function 'k' opened at 6:1 is not closed"),
     "unbalanced bracket": (kernel(".reg .b32 %r<3>;\n\t.reg .b64 %rd<3>;\n"
                                   "\tld.global.u32 %r1, \u00a4[%rd1+8;\n"), "unbalanced"),
     "unbalanced brace": (kernel(".reg .b32 %r<3>;\n\t.reg .b64 %rd<3>;\n"

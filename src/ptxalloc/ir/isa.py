@@ -134,6 +134,27 @@ def _opcode_may_define(opc: str, base: str) -> bool:
     return not opc.startswith(_FIRST_IS_USE)
 
 
+#: Instructions whose every syntax form in PTX ISA 9.0 (``shared/ptx_syntax``) has the same
+#: number of operands; the parser warns about another count. Families with forms of different
+#: counts (``min``/``max`` with three inputs, ``cvt`` packing two sources, ``setp`` with a
+#: boolean operator, ``lop3``...) are left out.
+EXACT_OPERAND_COUNTS = {
+    "add": 3, "sub": 3, "mul": 3, "div": 3, "rem": 3, "and": 3, "or": 3, "xor": 3, "shl": 3,
+    "shr": 3, "addc": 3, "subc": 3, "copysign": 3,
+    "mad": 4, "fma": 4, "selp": 4, "madc": 4, "prmt": 4, "bfe": 4,
+    "bfi": 5,
+    "neg": 2, "not": 2, "abs": 2, "cnot": 2, "popc": 2, "clz": 2, "brev": 2, "mov": 2,
+    "rcp": 2, "sqrt": 2, "rsqrt": 2, "sin": 2, "cos": 2, "lg2": 2, "ex2": 2,
+}
+
+
+def opcode_check(opcode: str) -> tuple[bool, int | None]:
+    """Whether the table knows ``opcode``'s base, and the exact operand count it requires
+    (None where forms differ)."""
+    base, known, _ = _opcode_facts(opcode)
+    return known, EXACT_OPERAND_COUNTS.get(base)
+
+
 _DESTINATION_TYPES = (Reg, Vec, Pair, Sink)
 #: opcode -> (base, known, may define its first operand); filled on first sight
 _OPCODES: dict[str, tuple[str, bool, bool]] = {}

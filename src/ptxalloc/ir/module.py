@@ -71,6 +71,7 @@ class Module:
     version: str = ""
     target: list[str] = field(default_factory=list)
     address_size: int = 64
+    warnings: list = field(default_factory=list)    # Diagnostic, in source order
 
     @property
     def functions(self) -> list[Function]:

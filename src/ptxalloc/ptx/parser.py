@@ -5,13 +5,19 @@ The parser reads what nvcc, Triton, LLVM, Ocelot and people write: ``.version``/
 and return lists (``.param`` and old-ABI ``.reg``), linkage and performance directives; ``.reg``
 declarations with ranges (``%r<100>``), lists and vector types; nested ``{ }`` scopes with their
 own declarations; labels; guards; operands of every kind (see :mod:`ptxalloc.ir.operands`);
-``call`` lists; ``.callprototype`` and ``.branchtargets``; ``.loc``/``.file`` (which end at the
-newline), ``.section`` blocks and comments, which are all kept for the emitter.
+``call`` lists; ``.callprototype`` and ``.branchtargets``; ``.loc``/``.file``, ``.section``
+blocks and comments, which are all kept for the emitter.
 
-It is one pass over the text with anchored regular expressions: function bodies are split into
-statements by a single compiled pattern, and instructions take a fast path when their operands
-hold no brackets. Registers become dense ids on first reference.
+Statements are found by tokens, not lines: a statement ends at its ';', a scope at '{' or '}',
+and ``.version``/``.target``/``.address_size``/``.loc``/``.file`` where their operand lists end
+(PTX ISA chapter 11), so a whole module may be on one line. The text is read once, left to
+right, with anchored patterns that never backtrack past the token they read: a line holding one
+simple statement takes a fast path, anything else is read token by token. Registers become
+dense ids on first reference.
 
+What ptxas rejects but allocation survives (duplicate labels or registers, unknown opcodes,
+wrong operand counts, an unknown ``.version``, no function) is collected as
+:class:`~ptxalloc.errors.Diagnostic` warnings in ``Module.warnings``; nothing is printed.
 Malformed input raises :class:`~ptxalloc.errors.PtxSyntaxError` with file, line and column.
 """
 
@@ -19,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import PtxSyntaxError
+from ..errors import Diagnostic, PtxSyntaxError
 from ..ir import isa
 from ..ir.instruction import (COMMENT, DIRECTIVE, LOC, REG_DECL, SCOPE_CLOSE, SCOPE_OPEN,
                               Instruction, Label, Raw)
@@ -30,15 +36,24 @@ from ..util import gc_paused
 
 # --- body statements -------------------------------------------------------------------------
 
-_BODY_TOKEN = re.compile(r"""\s*(?:
-    (?P<lc>//[^\n]*)
-  | (?P<bc>/\*.*?\*/)
-  | (?P<open>\{)
-  | (?P<close>\})
-  | (?P<loc>\.(?:loc|file)\b[^\n]*)
-  | (?P<label>[A-Za-z_$%][\w$%.]*[ \t]*:(?![:\s]*\.(?:callprototype|branchtargets|calltargets)))
-  | (?P<stmt>(?:[^;{}"/]|\{[^{}]*\}|"[^"]*"|//[^\n]*|/\*.*?\*/|/(?![/*]))+;)
-)""", re.X | re.S)
+# Directives without ';' end where their operand list ends (PTX ISA 9.0, 11.6.1 ".file",
+# 11.6.2 ".loc", 11.1.1 ".version", 11.1.2 ".target", 11.1.3 ".address_size"), not at the
+# newline: a minified module puts statements after them on the same line.
+_LOC_GRAMMAR = (r"\.loc[ \t]+\d+[ \t]+\d+[ \t]+\d+(?:[ \t]*,[ \t]*function_name[ \t]+[\w$%.]+"
+                r"(?:[ \t]*\+[ \t]*\d+)?[ \t]*,[ \t]*inlined_at[ \t]+\d+[ \t]+\d+[ \t]+\d+)?")
+_FILE_GRAMMAR = r'\.file[ \t]+\d+[ \t]+"[^"]*"(?:[ \t]*,[ \t]*\d+[ \t]*,[ \t]*\d+)?'
+_LOC = re.compile(_LOC_GRAMMAR)
+_LOC_FILE = re.compile(f"{_LOC_GRAMMAR}|{_FILE_GRAMMAR}")
+_MODULE_LINE = re.compile(
+    rf"\.version\s+\d+\.\d+|\.target\s+\w+(?:[ \t]*,[ \t]*\w+)*|\.address_size\s+\d+"
+    rf"|{_LOC_GRAMMAR}|{_FILE_GRAMMAR}")
+_LOC_FILE_START = re.compile(r"\.(?:loc|file)\b")
+_TO_EOL = re.compile(r"[^\n]*")             # the fallback end of a directive written otherwise
+_BLANKS = re.compile(r"\s*")
+_STATEMENT_STOP = re.compile(r'[;{}"/]')
+# A label: an identifier and a single ':' (never a '::' qualifier) at a statement's start.
+_LABEL_AT = re.compile(r"([A-Za-z_$%][\w$%]*)[ \t]*:(?!:)")
+_LABELLED_DIRECTIVE = re.compile(r"\s*\.(?:callprototype|branchtargets|calltargets)\b")
 
 _INNER_COMMENT = re.compile(r'"[^"]*"|//[^\n]*|/\*.*?\*/', re.S)
 
@@ -51,8 +66,8 @@ def _blank_comment(m: re.Match) -> str:
 
 
 _OPCODE = re.compile(r"[A-Za-z_][\w.:]*$")
-_LABEL_PREFIX = re.compile(r"([A-Za-z_$%][\w$%.]*)\s*:(?!:)\s*")
-_LABEL_LINE = re.compile(r"[A-Za-z_$%][\w$%.]*\s*:$")
+_LABEL_PREFIX = re.compile(r"([A-Za-z_$%][\w$%]*)\s*:(?!:)\s*")
+_LABEL_LINE = re.compile(r"[A-Za-z_$%][\w$%]*\s*:$")
 _DECL_HEAD = re.compile(r"\.reg((?:\s*\.\w+(?:\s+\d+)?)+)\s+(.*)$", re.S)
 _REG_NAME = re.compile(r"\s*([A-Za-z_$%][\w$%]*)\s*(?:<\s*(\d+)\s*>)?\s*$")
 _SPECIAL = re.compile(
@@ -64,6 +79,9 @@ _SPECIAL = re.compile(
 _COMPONENT = re.compile(r"(.+)(\.(?:[xyzwrgba]|b[0-7]{1,4}|h[0-3]{1,2}))$")
 _REG_SUM = re.compile(r"([A-Za-z_$%][\w$%]*)\s*([+-]\s*(?:0[xX][0-9a-fA-F]+|\d+)[uU]?)$")
 _WORDS = re.compile(r"[A-Za-z_$%][\w$%]*")
+# two operands side by side: the end of one, blanks, the start of another
+_JUXTAPOSED = re.compile(r"[\w$%)\]}]\s+(?=[\w$%{\[!(])")
+_WORD_OR_TOKEN = re.compile(r"[^\s,;]+")
 _OFFSET = re.compile(r"([^+\-]*)(.*)", re.S)
 
 # --- module level ----------------------------------------------------------------------------
@@ -72,7 +90,7 @@ _TOP_TOKEN = re.compile(r"""
     (?P<ws>\s+)
   | (?P<lc>//[^\n]*)
   | (?P<bc>/\*.*?\*/)
-  | (?P<line>\.(?:version|target|address_size|file|loc)\b[^\n]*)
+  | (?P<line>\.(?:version|target|address_size|file|loc)\b)
   | (?P<section>\.section\b[^{]*\{[^}]*\})
 """, re.X | re.S)
 _FUNC_KIND = re.compile(r"\.(entry|func)\b")
@@ -85,6 +103,9 @@ _PERF = re.compile(r"\.(maxntid|reqntid|minnctapersm|maxnctapersm|maxnreg|noretu
                    r"|abi_preserve_control|blocksareclusters)\b((?:\"[^\"]*\"|[^.\";])*)")
 
 
+_KNOWN_VERSION = re.compile(r"[1-9]\.\d+")      # PTX ISA 1.0 to 9.x
+
+
 class _Source:
     """The text being parsed, with line/column lookup for error messages."""
 
@@ -94,6 +115,7 @@ class _Source:
         self.roles = roles          # give instructions their roles from the ISA table
         self._pos = 0
         self._line = 1
+        self.warnings: list[Diagnostic] = []
 
     def line_of(self, pos: int) -> int:
         """Line number of a position; cheap when positions are asked for in increasing
@@ -109,26 +131,38 @@ class _Source:
         """A syntax error at ``pos``, or at the first ``token`` after ``pos`` in the statement
         starting there (up to its ';'), as a whole word when the token starts or ends with one
         (so that ``%r9`` is not found inside ``%r99``). The message is made one line."""
+        return PtxSyntaxError(*self._where(message, pos, token))
+
+    def warn(self, message: str, pos: int, token: str | None = None) -> None:
+        """Record a warning placed as :meth:`error` places errors."""
+        self.warnings.append(Diagnostic(*self._where(message, pos, token)))
+
+    def find_token(self, pos: int, token: str) -> int:
+        """Position of ``token`` in the statement starting at ``pos`` (up to its ';'), as a
+        whole word when it starts or ends with one; ``pos`` when it is not there."""
+        text = self.text
+        end = text.find(";", pos)
+        end = len(text) if end < 0 else end + 1
+        pat = re.escape(token)
+        if re.match(r"[\w$%]", token):
+            pat = r"(?<![\w$%])" + pat
+        if re.search(r"[\w$]$", token):
+            pat += r"(?![\w$])"
+        m = re.compile(pat).search(text, pos, end)
+        return pos if m is None else m.start()
+
+    def _where(self, message: str, pos: int, token: str | None):
+        """(message, file, line, column, source line) of a finding at ``pos`` or its token."""
         text = self.text
         pos = max(0, min(pos, len(text)))
         message = re.sub(r"\s*\n\s*", " ", message)
         if token:
-            end = text.find(";", pos)
-            end = len(text) if end < 0 else end + 1
-            pat = re.escape(token)
-            if re.match(r"[\w$%]", token):
-                pat = r"(?<![\w$%])" + pat
-            if re.search(r"[\w$]$", token):
-                pat += r"(?![\w$])"
-            m = re.compile(pat).search(text, pos, end)
-            if m is not None:
-                pos = m.start()
+            pos = self.find_token(pos, token)
         start = text.rfind("\n", 0, pos) + 1
         end = text.find("\n", pos)
         if end < 0:
             end = len(text)
-        return PtxSyntaxError(message, self.filename, self.line_of(pos), pos - start + 1,
-                              text[start:end])
+        return message, self.filename, self.line_of(pos), pos - start + 1, text[start:end]
 
 
 def _split_top(text: str) -> list[str]:
@@ -177,6 +211,10 @@ def _unbalanced_at(text: str) -> int:
     return opened[-1] if opened else -1
 
 
+#: opcode -> (known to the ISA table, exact operand count or None)
+_OPCODE_CHECKS: dict[str, tuple[bool, int | None]] = {}
+
+
 class _FunctionParser:
     """Parses one function body; owns the register table and the scoped name map.
 
@@ -196,6 +234,11 @@ class _FunctionParser:
         self.symbols = symbols
         self.roles = src.roles
         self.unresolved: list[tuple[str, int]] = []
+        self.scope_names: list[set[str]] = [set()]     # names declared in each open scope
+        self.label_lines: dict[str, int] = {}
+        self.loc = None                                 # the last .loc's (file, line)
+        self.depth = 0                                  # nested '{' scopes open
+        self.open_pos = 0                               # the body's '{'
         self.branches: list[tuple[str, str | None, int]] = []   # (bra|brx, target, position)
 
     # -- declarations --
@@ -204,9 +247,30 @@ class _FunctionParser:
         rclass = class_of_type(ptype)
         if rclass is None:
             raise self.src.error(f"'{ptype}' is not a register type", pos, ptype)
+        if name in self.names:
+            self.redeclared(name, line, pos)
         if len(self.scopes) > 1:                # the function's own scope is never undone
             self.scopes[-1].append((name, self.names.get(name)))
         self.names[name] = [ptype, rclass, vec, line, -1]
+        self.scope_names[-1].add(name)
+
+    def redeclared(self, name: str, line: int, pos: int) -> None:
+        """Warn when ``name``, already declared, was declared in the current scope (ptxas:
+        "Duplicate definition of variable"); shadowing an outer scope's name is fine."""
+        if name in self.scope_names[-1]:
+            self.src.warn(f"register '{name}' is declared twice in one scope (first at line "
+                          f"{self.names[name][3]})", pos, name)
+
+    def label(self, name: str, pos: int, line: int) -> None:
+        """A label statement; a second definition in the function is warned about (ptxas:
+        "Duplicate definition of label")."""
+        first = self.label_lines.get(name)
+        if first is not None:
+            self.src.warn(f"label '{name}' is defined twice in function '{self.fn.name}' "
+                          f"(first at line {first})", pos, name)
+        else:
+            self.label_lines[name] = line
+        self.fn.body.append(Label(name, line))
 
     def reg_decl(self, text: str, pos: int, line: int) -> None:
         """``.reg .v4 .f32 %a, %b<10>`` (text without its ';')."""
@@ -235,11 +299,13 @@ class _FunctionParser:
 
     def push_scope(self) -> None:
         self.scopes.append([])
+        self.scope_names.append(set())
 
     def pop_scope(self, pos: int) -> None:
         if len(self.scopes) <= 1:
             raise self.src.error("unbalanced '}'", pos)
         names = self.names
+        self.scope_names.pop()
         for name, prev in reversed(self.scopes.pop()):
             if prev is None:
                 del names[name]
@@ -280,6 +346,10 @@ class _FunctionParser:
             a, b = _split_pipe(tok)
             if b is not None:
                 return Pair(self.operand(a.strip(), pos), self.operand(b.strip(), pos))
+        if c not in "[{(":
+            m = _JUXTAPOSED.search(tok)
+            if m is not None:
+                self.missing_comma(tok, m.end(), pos)
         if c == "%" or c.isalpha() or c == "_" or c == "$":
             if tok == "_":
                 return SINK
@@ -328,6 +398,15 @@ class _FunctionParser:
         # an immediate in any form, or a constant expression such as ((128 >> 4) << 16)
         self.check_no_register(tok, pos)
         return Imm(tok)
+
+    def missing_comma(self, tok: str, at: int, pos: int) -> None:
+        """Report two operands written without a comma between them at the second one (as
+        ptxas does); ``at`` is where it starts in the operand text ``tok``."""
+        word = _WORD_OR_TOKEN.match(tok, at).group()
+        start = self.src.find_token(pos, tok)
+        if self.src.text.startswith(tok, start):
+            raise self.src.error(f"expected ',' before '{word}'", start + at)
+        raise self.src.error(f"expected ',' before '{word}'", pos, word)
 
     def _names_register(self, tok: str) -> bool:
         """``tok`` is a declared register, or one with a component selector (``%r1.b0``)."""
@@ -398,6 +477,15 @@ class _FunctionParser:
                 ops = [self.operand(t.strip(), pos) for t in _split_top(rest)]
         else:
             ops = []
+        check = _OPCODE_CHECKS.get(opcode)
+        if check is None:
+            check = _OPCODE_CHECKS[opcode] = isa.opcode_check(opcode)
+        if check[1] != len(ops) and (check[1] is not None or not check[0]):
+            if not check[0]:
+                self.src.warn(f"unknown opcode '{opcode}'", pos, opcode)
+            else:
+                self.src.warn(f"'{opcode}' takes {check[1]} operands, not {len(ops)}", pos,
+                              opcode)
         instr = Instruction(opcode, ops, guard, neg, line, loc)
         if self.roles:
             isa.classify(instr, self.regs)
@@ -429,19 +517,20 @@ class _FunctionParser:
                     self.fn.body.append(Raw(DIRECTIVE, name + ": " + " ".join(rest.split())
                                             + ";", line))
                     return
-                self.fn.body.append(Label(name, line))
+                self.label(name, self.src.find_token(pos, name), line)
                 s = rest
                 if not s:
                     raise self.src.error(f"label '{name}' followed by an empty statement", pos)
         self.fn.body.append(self.instruction(s, pos, line, loc))
 
     def parse_body(self, start: int) -> int:
-        """Parse statements from ``start`` up to the '}' closing the body; returns the position
-        after it.
+        """Parse statements from ``start`` (just after the body's '{') up to the '}' closing
+        the body; returns the position after it.
 
-        Most lines hold exactly one statement, a label, a declaration or a ``.loc``; those take
-        a fast path. Anything else (statements over several lines, comments, strings, several
-        statements on a line) goes through the general tokenizer one token at a time.
+        A line holding exactly one simple statement, a label or a ``.loc`` takes a fast path
+        (the common case). Anything else (statements over several lines or several on a line,
+        comments, strings) goes through :meth:`_token`, which reads one token and never looks
+        past its end, so the whole body is read in time linear in its length.
         """
         text = self.src.text
         n = len(text)
@@ -449,105 +538,175 @@ class _FunctionParser:
         names = self.names
         scopes = self.scopes
         instruction = self.instruction
-        token = _BODY_TOKEN.match
         pos = start
         line = self.src.line_of(pos)
-        loc = None
-        depth = 0
+        self.depth = 0
+        self.open_pos = start - 1
+        fresh = True            # pos is at the start of a line (or of the body)
         while True:
-            nl = text.find("\n", pos)
-            if nl < 0:
-                nl = n
-            s = text[pos:nl].strip()
-            if not s:
-                if nl >= n:
-                    raise self.src.error(f"function '{self.fn.name}' is not closed by '}}'",
-                                         start - 1)
-                pos = nl + 1
-                line += 1
-                continue
-            last = s[-1]
-            c = s[0]
-            if (last == ";" and c != "{" and c != "}" and "/" not in s and '"' not in s
-                    and s.count(";") == 1):
-                s = s[:-1]
-                if c == "." and s.startswith(".reg") and "<" not in s and "," not in s:
-                    words = s.split()
-                    rclass = class_of_type(words[1]) if len(words) == 3 else None
-                    if rclass is not None and words[1][0] == "." and words[2][0] != ".":
-                        name = words[2]
-                        if len(scopes) > 1:         # the function's own scope is never undone
-                            scopes[-1].append((name, names.get(name)))
-                        names[name] = [words[1], rclass, 0, line, -1]
-                        body.append(Raw(REG_DECL, s + ";", line))
-                        pos = nl + 1
-                        line += 1
-                        continue
-                if c != "." and ":" not in s and s:
-                    body.append(instruction(s, pos, line, loc))
-                else:
-                    self.statement(s, pos, line, loc)
-                pos = nl + 1
-                line += 1
-                continue
-            if last == ":" and _LABEL_LINE.match(s) and "::" not in s:
-                body.append(Label(s[:-1].rstrip(), line))
-                pos = nl + 1
-                line += 1
-                continue
-            if c == ".":
-                if s.startswith(".loc"):
-                    body.append(Raw(LOC, s, line))
-                    parts = s.split()
-                    if len(parts) >= 3 and parts[1].isdigit() and parts[2].isdigit():
-                        loc = (int(parts[1]), int(parts[2]))
+            if fresh:
+                nl = text.find("\n", pos)
+                if nl < 0:
+                    nl = n
+                s = text[pos:nl].strip()
+                if not s:
+                    if nl >= n:
+                        raise self.not_closed()
                     pos = nl + 1
                     line += 1
                     continue
-                if s.startswith(".file"):
-                    body.append(Raw(LOC, s, line))
+                last = s[-1]
+                c = s[0]
+                if (last == ";" and c != "{" and c != "}" and "/" not in s and '"' not in s
+                        and s.count(";") == 1
+                        and (c != "." or not _LOC_FILE_START.match(s))):
+                    s = s[:-1]
+                    if c == "." and s.startswith(".reg") and "<" not in s and "," not in s:
+                        words = s.split()
+                        rclass = class_of_type(words[1]) if len(words) == 3 else None
+                        if rclass is not None and words[1][0] == "." and words[2][0] != ".":
+                            name = words[2]
+                            if name in names:
+                                self.redeclared(name, line, pos)
+                            if len(scopes) > 1:     # the function's own scope is never undone
+                                scopes[-1].append((name, names.get(name)))
+                            names[name] = [words[1], rclass, 0, line, -1]
+                            self.scope_names[-1].add(name)
+                            body.append(Raw(REG_DECL, s + ";", line))
+                            pos = nl + 1
+                            line += 1
+                            continue
+                    if c != "." and ":" not in s and s:
+                        body.append(instruction(s, pos, line, self.loc))
+                    else:
+                        self.statement(s, pos, line, self.loc)
+                    pos = nl + 1
+                    line += 1
+                    continue
+                if last == ":" and _LABEL_LINE.match(s):
+                    self.label(s[:-1].rstrip(), pos, line)
+                    pos = nl + 1
+                    line += 1
+                    continue
+                if c == "." and s.startswith(".loc") and _LOC.fullmatch(s) is not None:
+                    self.add_loc(s, line)
                     pos = nl + 1
                     line += 1
                     continue
             # the general path: one token
-            m = token(text, pos)
-            if m is None:
-                raise self.src.error("cannot parse statement", pos)
-            kind = m.lastgroup
-            end = m.end()
-            tpos = m.start(kind)
-            tline = line + text.count("\n", pos, tpos)
-            if kind == "stmt":
-                stmt = m.group(kind)[:-1]
-                if "/" in stmt:                  # comments inside a statement are whitespace
-                    stmt = _INNER_COMMENT.sub(_blank_comment, stmt)
-                st = stmt.lstrip()
-                spos = tpos + len(stmt) - len(st)
-                self.statement(st.rstrip(), spos, tline + stmt.count("\n", 0, len(stmt) - len(st)),
-                               loc)
-            elif kind == "label":
-                body.append(Label(m.group(kind).rstrip()[:-1].rstrip(), tline))
-            elif kind == "lc" or kind == "bc":
-                prev = body[-1] if body else None
-                if (type(prev) is Instruction and prev.line == tline and not prev.comment
-                        and "\n" not in m.group(kind)):
-                    prev.comment = m.group(kind)         # a comment trailing the instruction
-                else:
-                    body.append(Raw(COMMENT, m.group(kind), tline))
-            elif kind == "open":
-                depth += 1
-                self.push_scope()
-                body.append(Raw(SCOPE_OPEN, "{", tline))
-            elif kind == "close":
-                if depth == 0:
-                    return end
-                depth -= 1
-                self.pop_scope(tpos)
-                body.append(Raw(SCOPE_CLOSE, "}", tline))
-            elif kind == "loc":
-                body.append(Raw(LOC, m.group(kind).rstrip(), tline))
+            end = self._token(pos, line)
+            if end < 0:
+                return -end
             line += text.count("\n", pos, end)
             pos = end
+            # back on the fast path when the rest of the line is blank
+            while pos < n and text[pos] in " \t\r":
+                pos += 1
+            fresh = pos < n and text[pos] == "\n"
+            if fresh:
+                pos += 1
+                line += 1
+
+    def not_closed(self, pos: int | None = None) -> PtxSyntaxError:
+        """The error for a body that ends (at the end of the input, or where another function
+        starts) before its closing '}'."""
+        src = self.src
+        text = src.text
+        opened = self.open_pos
+        oline = text.count("\n", 0, opened) + 1
+        ocol = opened - text.rfind("\n", 0, opened)
+        if pos is None:
+            pos = len(text.rstrip())
+        return src.error(f"function '{self.fn.name}' opened at {oline}:{ocol} is not closed", pos)
+
+    def add_loc(self, s: str, line: int) -> None:
+        self.fn.body.append(Raw(LOC, s, line))
+        parts = s.replace(",", " ").split()
+        if len(parts) >= 3 and parts[1].isdigit() and parts[2].isdigit():
+            self.loc = (int(parts[1]), int(parts[2]))
+
+    def _token(self, pos: int, line: int) -> int:
+        """Read the token at ``pos`` (after blanks): a comment, '{', '}', a ``.loc``/``.file``
+        (which end where their operands end), a label, or a statement up to its ';'. Returns
+        the position after it, or minus that position for the '}' closing the body."""
+        text = self.src.text
+        n = len(text)
+        body = self.fn.body
+        tpos = _BLANKS.match(text, pos).end()
+        if tpos >= n:
+            raise self.not_closed()
+        tline = line + text.count("\n", pos, tpos)
+        c = text[tpos]
+        if c == "/" and text.startswith(("//", "/*"), tpos):
+            end = _skip_string_or_comment(self.src, tpos)
+            comment = text[tpos:end]
+            prev = body[-1] if body else None
+            if (type(prev) is Instruction and prev.line == tline and not prev.comment
+                    and "\n" not in comment):
+                prev.comment = comment          # a comment trailing the instruction
+            else:
+                body.append(Raw(COMMENT, comment, tline))
+            return end
+        if c == "{":
+            self.depth += 1
+            self.push_scope()
+            body.append(Raw(SCOPE_OPEN, "{", tline))
+            return tpos + 1
+        if c == "}":
+            if self.depth == 0:
+                return -(tpos + 1)
+            self.depth -= 1
+            self.pop_scope(tpos)
+            body.append(Raw(SCOPE_CLOSE, "}", tline))
+            return tpos + 1
+        if c == "." and _LOC_FILE_START.match(text, tpos):
+            m = _LOC_FILE.match(text, tpos) or _TO_EOL.match(text, tpos)
+            s = m.group().rstrip()
+            if s.startswith(".loc"):
+                self.add_loc(s, tline)
+            else:
+                body.append(Raw(LOC, s, tline))
+            return m.end()
+        m = _LABEL_AT.match(text, tpos)
+        if m is not None and not _LABELLED_DIRECTIVE.match(text, m.end()):
+            self.label(m.group(1), tpos, tline)
+            return m.end()
+        # a statement: up to the ';' outside braces, strings and comments
+        i = tpos
+        depth = 0
+        commented = False
+        search = _STATEMENT_STOP.search
+        while True:
+            m = search(text, i)
+            if m is None:
+                raise self.not_closed()
+            i = m.start()
+            ch = text[i]
+            if ch == ";":
+                if depth == 0:
+                    break
+            elif ch == "{":
+                if depth == 0 and text[tpos] == "." and _FUNC_KIND.search(text, tpos, i):
+                    raise self.not_closed(tpos)     # the next function's body
+                depth += 1
+            elif ch == "}":
+                if depth == 0:
+                    raise self.src.error("expected ';' before '}'", i)
+                depth -= 1
+            else:                               # '"' or '/'
+                j = _skip_string_or_comment(self.src, i)
+                if j > i:
+                    commented = commented or ch == "/"
+                    i = j
+                    continue
+            i += 1
+        stmt = text[tpos:i]
+        if commented:                           # comments inside a statement are whitespace
+            stmt = _INNER_COMMENT.sub(_blank_comment, stmt)
+        if stmt[:1] == "." and _FUNC_KIND.search(stmt):
+            raise self.not_closed(tpos)
+        self.statement(stmt.rstrip(), tpos, tline, self.loc)
+        return i + 1
 
     def directive(self, s: str, pos: int, line: int) -> None:
         if s.startswith(".reg") and (len(s) == 4 or not (s[4].isalnum() or s[4] == "_")):
@@ -832,10 +991,11 @@ def _parse(text: str, filename: str, roles: bool = True) -> Module:
             elif kind in ("lc", "bc"):
                 items.append(Raw(COMMENT, m.group(), src.line_of(pos)))
             elif kind == "line":
-                s = m.group().strip()
+                m = _MODULE_LINE.match(text, pos) or _TO_EOL.match(text, pos)
+                s = m.group().rstrip()
                 items.append(Raw(LOC if s.startswith((".file", ".loc")) else DIRECTIVE, s,
                                  src.line_of(pos)))
-                _record_module_line(module, s)
+                _record_module_line(src, module, s, pos)
             else:
                 items.append(Raw(DIRECTIVE, m.group().strip(), src.line_of(pos)))
             pos = m.end()
@@ -854,13 +1014,18 @@ def _parse(text: str, filename: str, roles: bool = True) -> Module:
             pos = end
             continue
         raise src.error(f"unexpected '{text[pos:pos + 20].split()[0]}' at module scope", pos)
+    if not any(type(it) is Function for it in items):
+        src.warnings.append(Diagnostic("no function in the module", filename))
+    module.warnings = src.warnings
     return module
 
 
-def _record_module_line(module: Module, s: str) -> None:
+def _record_module_line(src: _Source, module: Module, s: str, pos: int) -> None:
     words = s.replace(",", " ").split()
     if words[0] == ".version" and len(words) > 1:
         module.version = words[1]
+        if not _KNOWN_VERSION.fullmatch(words[1]):
+            src.warn(f"unknown .version '{words[1]}'", pos, words[1])
     elif words[0] == ".target":
         module.target = words[1:]
     elif words[0] == ".address_size" and len(words) > 1:
