@@ -277,7 +277,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         regfile = RegFile(budget, reserved=convention.callee_saved_reserved(conv, info, work))
         original_name = _original_names(fn, origin_of)
         check_feasible(work, regfile, pinned, original_name)
-        state = SpillState(SPILL_ARRAY, origin_of)
+        state = SpillState(output.spill_array_name(fn, SPILL_ARRAY), origin_of)
         state.no_spill |= in_flight
         t = tick("legalize", t)
         first_max_live = None
@@ -409,7 +409,7 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
     if redundant:
         work.body = [s for s in work.body if id(s) not in redundant]
         cfg = CFG(work)
-    frame = session.slots(cfg, assign_slots(cfg, state.slot_size, SPILL_ARRAY))
+    frame = session.slots(cfg, assign_slots(cfg, state.slot_size, state.array))
     stem = output.choose_stem(original)
     names = list(regs.names)
     for v, s in start.items():
@@ -438,9 +438,9 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
     # the high-water marks cover whole placements (a tuple's sink members included)
     preds = [s for node, s in coloring.start.items() if problem.shape[node].file == PRED]
     header = (f"//@ptxalloc allocator={options.allocator} budget={budget} arch={sm.name} "
-              f"stem={stem}" + (f" spill={SPILL_ARRAY} frame={frame}" if frame else "")
+              f"stem={stem}" + (f" spill={state.array} frame={frame}" if frame else "")
               + (" abi=1" if info.active else "") + (" leaf=1" if info.leaf else ""))
-    array_decl = f".local .align 16 .b8 {SPILL_ARRAY}[{frame}];" if frame else None
+    array_decl = f".local .align 16 .b8 {state.array}[{frame}];" if frame else None
     out = work.copy()
     out.body = output.build_body(work, header, output.declarations(used_names, stem),
                                  array_decl, removed_copies)

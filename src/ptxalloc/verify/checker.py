@@ -99,6 +99,7 @@ class CheckerInputError(PtxallocError):
 _ANNOTATION = re.compile(r"//@(spill|reload|remat|move|pspill|preload|save|restore)\s+(\S+)#(\d+)"
                          r"\s*$|//@(csave|crestore)\s+R(\d+)\s*$")
 _HEADER = "//@ptxalloc"
+_EARLIER_HEADER = "// @ptxalloc"     # an earlier run's header, neutralized (allocated-ptx.md)
 _REMOVED = "//@removed"
 
 #: Special registers whose value is fixed for the thread's lifetime (PTX ISA chapter 10): a
@@ -623,6 +624,12 @@ class FunctionChecker:
                         _HEADER):
                     raise VerificationError(f"{self.where_fn()}, line {s.line}: unknown "
                                             f"annotation '{s.text}'")
+                elif (s.kind == COMMENT and s.text.startswith(_EARLIER_HEADER)
+                      and read_header(self.orig) is None):
+                    raise CheckerInputError(
+                        f"{self.where_fn()}: the allocated file is the allocation of an earlier "
+                        f"run's output (line {s.line} carries that run's header); verify each "
+                        f"step against its own input")
         if oi < n_orig:
             o = oinstrs[oi]
             raise VerificationError(
