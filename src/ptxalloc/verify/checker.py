@@ -84,6 +84,7 @@ from ..ir.instruction import (COMMENT, DEF, DIRECTIVE, USE, Instruction, Label, 
 from ..ir.module import Function
 from ..ir.operands import Args, Imm, Mem, Neg, Not, Pair, Reg, Sink, Sum, Sym, Vec
 from ..util import bits
+from .bindings import find_bindings
 from .blocks import Blocks
 from .locations import (CLASS_BITS, CLASS_FAMILY, FAMILY_TYPE, GPR, SLOT, Locations,
                         NameDecoder, Placement, pow2_at_least)
@@ -240,7 +241,9 @@ def _meet(states: list[_State]) -> _State:
 class FunctionChecker:
     """Checks one allocated function against its original."""
 
-    def __init__(self, original: Function, allocated: Function, header: dict[str, str]):
+    def __init__(self, original: Function, allocated: Function, header: dict[str, str],
+                 module_decls: list[str] = ()):
+        self.module_decls = list(module_decls)
         self.orig = original
         self.alloc = allocated
         self.header = header
@@ -451,6 +454,12 @@ class FunctionChecker:
                 if r < self.budget:
                     self.callee_values[r] = n + r
         self.pseudo = frozenset(self.callee_values.values())
+        if not self.abi and (not orig.is_entry or any(o.base == "call" for o in self.oinstrs)):
+            why = "it makes a call" if orig.is_entry else "a .func"
+            raise VerificationError(f"{self.where_fn()}: the header lacks abi=1, but the "
+                                    f"calling convention applies ({why})")
+        self.bindings = (find_bindings(orig, self.module_decls, self.budget, self.oclass)
+                         if self.abi else {})
 
     def _liveness(self) -> None:
         """The checker's own backward liveness of the original values, over the allocated CFG
@@ -787,8 +796,30 @@ class FunctionChecker:
                         wait_clear = "wgmma.wait_group"
                 elif opc.startswith(("tcgen05.wait::ld", "tcgen05.wait::st")):
                     wait_clear = opc[:len("tcgen05.wait::ld")]
+        if self.bindings:
+            bound = self.bindings.get(id(o))
+            if bound is not None:
+                self._check_bindings(bound, o, a, idx)
         return (_ORIG, idx, tuple(uses), tuple(defs), o.guard >= 0, clobber, asyn, wait_clear,
                 opc)
+
+    def _check_bindings(self, bound, o: Instruction, a: Instruction, idx: int) -> None:
+        """Each register operand the calling convention binds (:mod:`.bindings`) is the bound
+        register itself."""
+        for b in bound:
+            i, j = b.path
+            x = o.ops[i] if j < 0 else o.ops[i].items[j]
+            y = a.ops[i] if j < 0 else a.ops[i].items[j]
+            name = self.aregs.names[y.v]
+            p = self._adec.get(y.v)
+            if p is None:
+                p = self._decode(name, f"operand {i + 1}", idx)
+            if type(p) is int or p.space != GPR or p.start != 2 * b.reg:
+                where = f"operand {i + 1}" + (f" member {j + 1}" if j >= 0 else "")
+                want = b.wanted(self.stem, self.oclass[x.v], self.oregs.vec[x.v])
+                raise self.fail_at(idx, f"{where}: {name} breaks the calling convention's "
+                                        f"binding (abi=1, budget {self.budget}): {b.what} "
+                                        f"must be in {want}")
 
     def _check_tuple(self, vec: Vec, avec: Vec | None, align: int, idx: int) -> None:
         """Members of a register tuple sit in consecutive units from an aligned start."""
@@ -1387,11 +1418,12 @@ def _match_rendering(o: Instruction, text: str) -> list[tuple[int, str]] | None:
 
 
 def check_function(original: Function, allocated: Function,
-                   header: dict[str, str] | None = None) -> FunctionProof:
+                   header: dict[str, str] | None = None,
+                   module_decls: list[str] = ()) -> FunctionProof:
     """Prove ``allocated`` (parsed from allocated PTX) computes what ``original`` computes;
     raises VerificationError naming what is wrong."""
     if header is None:
         header = read_header(allocated)
         if header is None:
             raise CheckerInputError(f"function '{allocated.name}' carries no //@ptxalloc header")
-    return FunctionChecker(original, allocated, header).run()
+    return FunctionChecker(original, allocated, header, module_decls).run()
