@@ -5,8 +5,9 @@ It reads two functions — the original (virtual registers) and the allocated on
 from the emitted PTX — and shares no code with the allocators: it uses the parser, the IR and
 the ISA table (which operands an instruction defines and uses, which vectors are register
 tuples, which registers an asynchronous instruction keeps using), and nothing of ``analysis``,
-``alloc``, ``spill`` or ``target``. Its basic blocks (:mod:`.blocks`), its liveness and its
-decoding of physical names (:mod:`.locations`) are its own. docs/checker.md sums it up.
+``alloc``, ``spill`` or ``target``. Its basic blocks (:mod:`.blocks`), its liveness, its
+decoding of physical names (:mod:`.locations`) and its reading of the convention's bindings
+(:mod:`.bindings`) are its own. docs/checker.md sums it up.
 
 Matching
 --------
@@ -55,7 +56,9 @@ already a failure of the fixpoint — the checker stops at the first.
 * With ``abi=1`` in the header (the calling convention of SPEC section 7) a ``call`` destroys
   the caller-saved registers (R0-R23, R32 and up), and at each ``ret`` of a ``.func`` every
   callee-saved register (R24-R30) must hold its value at entry; R31, the frame pointer, is
-  never allocated.
+  never allocated. Every ``ld.param``/``st.param`` (and old-ABI call operand) that the
+  convention binds uses its bound register (:mod:`.bindings`), and the header must carry
+  ``abi=1`` wherever the convention applies (a ``.func``, or a function with a ``call``).
 * Asynchronous instructions (``wgmma.mma_async``, ``tcgen05.ld``/``st``; the ISA table's
   ``async_operands``) keep their registers in use until their wait (``wgmma.wait_group 0``,
   ``tcgen05.wait::ld``/``::st``): meanwhile an inserted instruction may not touch those units,
