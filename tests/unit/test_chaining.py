@@ -66,3 +66,15 @@ def test_a_third_run_is_proven_too():
     third = allocate(second, 8, "briggs", filename="second.ptx").ptx
     assert re.search(r"__ptxalloc_spill_2\[\d+\]", third)
     verify_modules(parse(second, "second.ptx"), parse_allocated(third, "third.ptx"))
+
+
+def test_functions_left_alone_carry_no_earlier_annotations():
+    """``--function`` on an allocated file: the functions written back unchanged carry the
+    earlier run's comments neutralized, so no header claims them for this run."""
+    path = DATA / "pressure_sm80.ptx"
+    first = allocate(path.read_text(), 16, filename=str(path)).ptx
+    names = [f.name for f in parse(first).functions]
+    second = allocate(first, 10, function=names[0], filename="first.ptx").ptx
+    assert second.count("//@ptxalloc") == 1
+    proofs = verify_modules(parse(first, "first.ptx"), parse_allocated(second, "second.ptx"))
+    assert [p.name for p in proofs] == names[:1]

@@ -121,12 +121,7 @@ def build_body(fn: Function, header: str, decls: list[str], array_decl: str | No
         if t is Instruction and id(s) in removed_copies:
             body.append(Removed(s, "copy"))
             continue
-        if t is Instruction and s.origin is None and s.comment.startswith("//@"):
-            s = s.copy_with(list(s.ops))
-            s.comment = neutralize(s.comment)
-        elif t is Raw and s.kind == COMMENT and s.text.startswith("//@"):
-            s = Raw(COMMENT, neutralize(s.text), s.line)
-        body.append(s)
+        body.append(neutral(s))
     return body
 
 
@@ -135,3 +130,15 @@ def neutralize(comment: str) -> str:
     comment, ``// @...``: the annotations of the output are this run's alone, so allocating
     ptxalloc's output again works (docs/allocated-ptx.md, "Allocating an allocated file")."""
     return "// @" + comment[3:]
+
+
+def neutral(s):
+    """Statement ``s`` with an input's own ``//@`` comment neutralized (``s`` itself when it
+    carries none; an instruction this run inserted keeps its annotation)."""
+    t = type(s)
+    if t is Instruction and s.origin is None and s.comment.startswith("//@"):
+        s = s.copy_with(list(s.ops))
+        s.comment = neutralize(s.comment)
+    elif t is Raw and s.kind == COMMENT and s.text.startswith("//@"):
+        s = Raw(COMMENT, neutralize(s.text), s.line)
+    return s
