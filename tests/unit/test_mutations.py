@@ -461,3 +461,30 @@ def test_the_bindings_are_clipped_to_the_budget(k):
     """No false refutation where the argument registers are clipped (K < 8: later arguments
     bind nothing) or the budget is wide."""
     check(CALLS, allocated(CALLS, k))
+
+
+OLD_ABI = DATA / "hand" / "old_abi_call.ptx"
+
+
+@pytest.mark.parametrize("kind,edits,message", [
+    ("argument", [(r"add\.u32\t%R1, %R4, 3;", "add.u32\t%R5, %R4, 3;"),
+                  (r"call\t\(%R0\), old_f, \(%R0, %R1\);", "call\t(%R0), old_f, (%R0, %R5);")],
+     r"operand 3 member 2: %R5 breaks the calling convention's binding \(abi=1, budget 8\): "
+     r"register argument 2 of the call must be in %R1"),
+    ("result", [(r"call\t\(%R0\), old_f, \(%R0, %R1\);", "call\t(%R5), old_f, (%R0, %R1);"),
+                (r"add\.u32\t%R0, %R0, %R4;", "add.u32\t%R0, %R5, %R4;")],
+     r"operand 1 member 1: %R5 breaks the calling convention's binding \(abi=1, budget 8\): "
+     r"the call's register result must be in %R0"),
+])
+def test_a_binding_of_an_old_abi_register_call_broken(kind, edits, message):
+    """``call (%r3), old_f, (%r1, %r2)`` passes registers: its arguments and result are bound
+    too. The register is renamed, to the free R5, where the value is made and where it is
+    read."""
+    text = allocated(OLD_ABI, 8)
+    check(OLD_ABI, text)
+    assert not re.search(r"%R5\b|%RD4\b", text)
+    text = text.replace(".reg .b32 %R<5>;", ".reg .b32 %R<6>;", 1)
+    for pattern, new in edits:
+        text, n = re.subn(pattern, new, text, count=1)
+        assert n == 1, pattern
+    refuted(OLD_ABI, text, message)

@@ -168,16 +168,7 @@ def _register_call(ins: Instruction, budget: int, classes: list[str], vec: list[
                    found: dict[int, list[Binding]]) -> None:
     """Old ABI: ``call (%r1), f, (%r2, %r3)`` passes registers; each value's first occurrence
     decides its register."""
-    ret_i = arg_i = -1
-    seen_target = False
-    for i, op in enumerate(ins.ops):
-        if type(op) is Args:
-            if seen_target:
-                arg_i = i
-            else:
-                ret_i = i
-        else:
-            seen_target = True
+    ret_i, arg_i = _call_list_positions(ins)
     out: list[Binding] = []
     if arg_i >= 0:
         items = ins.ops[arg_i].items
@@ -206,20 +197,26 @@ def _register_call(ins: Instruction, budget: int, classes: list[str], vec: list[
         found.setdefault(id(ins), []).extend(out)
 
 
-def _call_lists(ins: Instruction) -> tuple[list, list]:
-    """(return list, argument list) of a call."""
-    rets: list = []
-    args: list = []
+def _call_list_positions(ins: Instruction) -> tuple[int, int]:
+    """Operand indexes of a call's return list and argument list (-1 where it has none)."""
+    ret_i = arg_i = -1
     seen_target = False
-    for op in ins.ops:
+    for i, op in enumerate(ins.ops):
         if type(op) is Args:
             if seen_target:
-                args = op.items
+                arg_i = i
             else:
-                rets = op.items
+                ret_i = i
         else:
             seen_target = True
-    return rets, args
+    return ret_i, arg_i
+
+
+def _call_lists(ins: Instruction) -> tuple[list, list]:
+    """(return list, argument list) of a call."""
+    ret_i, arg_i = _call_list_positions(ins)
+    return (ins.ops[ret_i].items if ret_i >= 0 else [],
+            ins.ops[arg_i].items if arg_i >= 0 else [])
 
 
 def _with_param_sizes(fn: Function, module_decls: list[str]):
