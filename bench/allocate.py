@@ -101,15 +101,15 @@ def main() -> int:
             fns = {fn.name: fn for fn in module.functions}
             for fr in result.functions:
                 funcs += 1
-                if fr.registers > fr.max_live:
+                if fr.registers > fr.max_live_legalized:
                     got = above.setdefault(gap_kind(fns[fr.name], fr), [0, 0])
                     got[0] += 1
                     got[1] += bool(fr.extra.get("registers_optimal"))
                 spill += fr.spill_stores_bytes + fr.spill_loads_bytes
                 moves += fr.moves
                 coalesced += fr.moves_coalesced
-                at_bound += fr.registers == fr.max_live
-                below += fr.registers <= fr.max_live
+                at_bound += fr.registers == fr.max_live_legalized
+                below += fr.registers <= fr.max_live_legalized
                 optimal += bool(fr.extra.get("registers_optimal"))
                 verified += fr.verified is True
             if a.per_file:

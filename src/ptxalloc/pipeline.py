@@ -18,6 +18,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from .alloc.driver import FunctionResult, Options, allocate_function
+from .alloc.output import neutral
 from .errors import AllocationError, InternalError, UsageError
 from .ir.instruction import Raw
 from .ir.module import Module
@@ -138,6 +139,13 @@ def allocate_module(module: Module, registers: int | str | None = None,
         res.text = emit_function(res.function, res.names.__getitem__)
         texts[fn.name] = res.text
         results.append(res)
+    if function is not None:
+        # the functions written back unchanged keep no annotation of an earlier run either
+        for f in module.functions:
+            if f.name not in texts:
+                body = [neutral(s) for s in f.body]
+                if any(a is not b for a, b in zip(body, f.body)):
+                    texts[f.name] = emit_function(f, body=body)
     text = emit_module(module, texts)
     check_within_budget(results)
     if verify:

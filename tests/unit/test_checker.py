@@ -593,7 +593,7 @@ def test_pinned_old_abi_registers():
 """
     alloc = HDR + """.func (.reg .u32 %ret) f (.reg .u32 %a)
 {
-\t//@ptxalloc allocator=briggs budget=4 arch=sm_90 stem=
+\t//@ptxalloc allocator=briggs budget=4 arch=sm_90 stem= abi=1 leaf=1
 \t.reg .b32 %R<1>;
 \tmul.lo.u32 %R0, %a, %a;
 \tadd.u32 %ret, %R0, %a;
@@ -605,6 +605,9 @@ def test_pinned_old_abi_registers():
            r"return parameter %ret should hold %ret#\d+ but %ret holds nothing")
     refute(orig, alloc.replace("mul.lo.u32 %R0, %a, %a;", "mul.lo.u32 %a, %a, %a;"),
            r"%a is a pinned \.reg parameter, it cannot hold %t#\d+")
+    # the header may not drop abi=1 from a .func (its bindings would go unchecked)
+    refute(orig, alloc.replace(" abi=1 leaf=1", ""),
+           r"function 'f': the header lacks abi=1, but the calling convention applies")
 
 
 CALLER = HDR + """.func (.param .b32 r) g(.param .b32 x)
@@ -656,7 +659,8 @@ def caller(saved: bool) -> str:
 \tld.global.u32 %R1, [%RD6];
 \t{{
 \t.param .b32 a;
-\tst.param.b32 [a], %R1;
+\tmov.b32\t%R0, %R1;\t//@move %r1#1
+\tst.param.b32 [a], %R0;
 \t.param .b32 b;
 \tst.local.b64\t[__ptxalloc_spill+8], %RD6;\t//@save %rd1#0
 {save}\tcall.uni (b), g, (a);
@@ -695,7 +699,8 @@ def callee(restore: bool) -> str:
 \t.reg .b32 %R<25>;
 \t.local .align 16 .b8 __ptxalloc_spill[16];
 \tst.local.b32\t[__ptxalloc_spill+0], %R24;\t//@csave R24
-\tld.param.u32 %R24, [x];
+\tld.param.u32 %R0, [x];
+\tmov.b32\t%R24, %R0;\t//@move %r1#0
 \tadd.s32 %R0, %R24, 1;
 \tst.param.b32 [r], %R0;
 {back}\tret;

@@ -345,3 +345,146 @@ def test_verify_command_exit_codes(tmp_path, capsys):
     assert main(["verify", str(PRESSURE), str(broken)]) == 2
     capsys.readouterr()
     assert main(["verify", str(PRESSURE), str(tmp_path / "missing.ptx")]) == 2
+
+
+# --- the calling convention's bindings (docs/allocated-ptx.md) -------------------------------
+# Each mutation keeps the data flow consistent (the value is moved where the rest of the
+# function expects it, with a //@move naming it, or renamed throughout the function): only the
+# register the convention binds is wrong, so nothing but the binding check can refute it.
+
+CALLS = DATA / "calls_sm80.ptx"
+
+
+def _span(lines: list[str], name: str) -> tuple[int, int]:
+    """(first, last) line index of the body of function ``name``."""
+    start = next(i for i, line in enumerate(lines)
+                 if line.startswith(".") and line.rstrip().endswith(f" {name}("))
+    end = next(i for i in range(start, len(lines)) if lines[i] == "}")
+    return start, end
+
+
+def _declare(lines: list[str], span: tuple[int, int], family: str, n: int) -> None:
+    """Make the function declare %<family><n>."""
+    typ = {"R": ".b32", "RD": ".b64"}[family]
+    for i in range(*span):
+        m = re.match(rf"(\s*\.reg {typ} %{family}<)(\d+)(>;)", lines[i])
+        if m:
+            lines[i] = f"{m.group(1)}{max(int(m.group(2)), n + 1)}{m.group(3)}"
+            return
+    head = next(i for i in range(*span) if "//@ptxalloc" in lines[i])
+    lines.insert(head + 1, f"\t.reg {typ} %{family}<{n + 1}>;")
+
+
+def _free_register(lines: list[str], span: tuple[int, int]) -> int:
+    """A 32-bit register the function does not use."""
+    used = {int(r) for line in lines[span[0]:span[1]] for r in re.findall(r"%R(\d+)\b", line)}
+    return max(used) + 1
+
+
+def _original_value(name: str, opcode: str, param: str, operand: int) -> str:
+    """``%r5#3``: the register operand of the first ``opcode`` instruction of function
+    ``name`` in the original that addresses ``param``."""
+    fn = parse_file(str(CALLS)).function(name)
+    for ins in fn.instructions():
+        if ins.opcode.startswith(opcode) and param in ins.render(fn.regs.names.__getitem__):
+            v = ins.ops[operand].v
+            return f"{fn.regs.names[v]}#{v}"
+    raise AssertionError(f"no {opcode} of {param} in {name}")
+
+
+def _mutate_binding(kind: str) -> tuple[str, int, str]:
+    """The allocated calls file (K = 15) with one binding broken: (text, line index, the
+    register now used)."""
+    lines = lines_of(allocated(CALLS))
+    if kind == "own argument":                  # rename R0 throughout: ld.param into R<n>
+        span = _span(lines, "_Z6op_addff")
+        n = _free_register(lines, span)
+        for i in range(*span):
+            lines[i] = re.sub(r"%R0\b", f"%R{n}", lines[i])
+        i = next(i for i in range(*span) if "[_Z6op_addff_param_0]" in lines[i])
+        _declare(lines, span, "R", n)
+        return "\n".join(lines), i, f"%R{n}"
+    if kind == "own pair argument":             # rename RD2 throughout: ld.param into RD8
+        span = _span(lines, "_Z5mix64dxPKx")
+        for i in range(*span):
+            lines[i] = re.sub(r"%RD2\b", "%RD8", lines[i])
+        i = next(i for i in range(*span) if "[_Z5mix64dxPKx_param_1]" in lines[i])
+        _declare(lines, span, "RD", 8)
+        return "\n".join(lines), i, "%RD8"
+    name, pattern, opcode, param, operand = {
+        "return value": ("_Z4sum8iiiiiiii", r"st\.param\.b32\s+\[func_retval0\+0\], %R0;",
+                         "st.param", "func_retval0", 1),
+        "call result": ("_Z3fibi", r"ld\.param\.b32\s+%R0, \[retval0\+0\];", "ld.param",
+                        "retval0", 0),
+        "call argument": ("_Z3fibi", r"st\.param\.b32\s+\[param0\+0\], %R0;", "st.param",
+                          "param0", 1),
+    }[kind]
+    span = _span(lines, name)
+    n = _free_register(lines, span)
+    value = _original_value(name, opcode, param, operand)
+    i = next(i for i in range(*span) if re.search(pattern, lines[i]))
+    indent = re.match(r"\s*", lines[i]).group()
+    lines[i] = re.sub(r"%R0\b", f"%R{n}", lines[i])
+    if operand == 1:        # a store: move the value to R<n> first
+        lines.insert(i, f"{indent}mov.b32\t%R{n}, %R0;\t//@move {value}")
+        i += 1
+    else:                   # a load: move it from R<n> where the function expects it
+        lines.insert(i + 1, f"{indent}mov.b32\t%R0, %R{n};\t//@move {value}")
+    _declare(lines, (span[0], span[1] + 1), "R", n)     # declared already: no line moves
+    return "\n".join(lines), i, f"%R{n}"
+
+
+BINDINGS = {
+    "own argument": r"the function's own argument 1 '_Z6op_addff_param_0' must be in %R0",
+    "own pair argument": r"the function's own argument 2 '_Z5mix64dxPKx_param_1' must be in "
+                         r"%RD2 \(R2:R3\)",
+    "return value": r"the return value stored into 'func_retval0' must be in %R0",
+    "call result": r"the call's result read from 'retval0' must be in %R0",
+    "call argument": r"argument 1 'param0' of the call on line \d+ must be in %R0",
+}
+
+
+@pytest.mark.parametrize("kind", list(BINDINGS))
+def test_a_binding_of_the_calling_convention_broken(kind, tmp_path, capsys):
+    text, i, reg = _mutate_binding(kind)
+    refuted(CALLS, text, rf"line {i + 1} '[^']*{re.escape(reg)}[^']*'.*: {re.escape(reg)} "
+                         rf"breaks the calling convention's binding \(abi=1, budget 15\): "
+                         rf"{BINDINGS[kind]}")
+    bad = tmp_path / "bad.ptx"
+    bad.write_text(text)
+    assert main(["verify", str(CALLS), str(bad)]) == 1
+    assert re.search(BINDINGS[kind], capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("k", [4, 6, 7, 15, 40])
+def test_the_bindings_are_clipped_to_the_budget(k):
+    """No false refutation where the argument registers are clipped (K < 8: later arguments
+    bind nothing) or the budget is wide."""
+    check(CALLS, allocated(CALLS, k))
+
+
+OLD_ABI = DATA / "hand" / "old_abi_call.ptx"
+
+
+@pytest.mark.parametrize("kind,edits,message", [
+    ("argument", [(r"add\.u32\t%R1, %R4, 3;", "add.u32\t%R5, %R4, 3;"),
+                  (r"call\t\(%R0\), old_f, \(%R0, %R1\);", "call\t(%R0), old_f, (%R0, %R5);")],
+     r"operand 3 member 2: %R5 breaks the calling convention's binding \(abi=1, budget 8\): "
+     r"register argument 2 of the call must be in %R1"),
+    ("result", [(r"call\t\(%R0\), old_f, \(%R0, %R1\);", "call\t(%R5), old_f, (%R0, %R1);"),
+                (r"add\.u32\t%R0, %R0, %R4;", "add.u32\t%R0, %R5, %R4;")],
+     r"operand 1 member 1: %R5 breaks the calling convention's binding \(abi=1, budget 8\): "
+     r"the call's register result must be in %R0"),
+])
+def test_a_binding_of_an_old_abi_register_call_broken(kind, edits, message):
+    """``call (%r3), old_f, (%r1, %r2)`` passes registers: its arguments and result are bound
+    too. The register is renamed, to the free R5, where the value is made and where it is
+    read."""
+    text = allocated(OLD_ABI, 8)
+    check(OLD_ABI, text)
+    assert not re.search(r"%R5\b|%RD4\b", text)
+    text = text.replace(".reg .b32 %R<5>;", ".reg .b32 %R<6>;", 1)
+    for pattern, new in edits:
+        text, n = re.subn(pattern, new, text, count=1)
+        assert n == 1, pattern
+    refuted(OLD_ABI, text, message)

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..analysis import analyze_function
+from ..analysis import Liveness, Pressure, analyze_function
 from ..analysis.tuples import find_tuples
 from ..errors import AllocationError
 from ..ir import isa
@@ -75,7 +75,8 @@ class FunctionResult:
     budget: int
     registers: int = 0
     predicates: int = 0
-    max_live: int = 0
+    max_live: int = 0               # the function as written: what ``analyze`` reports
+    max_live_legalized: int = 0     # what the allocator starts from (see _max_live_as_written)
     spill_stores_bytes: int = 0
     spill_loads_bytes: int = 0
     stack_frame_bytes: int = 0
@@ -95,7 +96,7 @@ class FunctionResult:
     def report(self) -> dict:
         row = {k: getattr(self, k) for k in (
             "name", "allocator", "budget", "registers", "predicates", "max_live",
-            "spill_stores_bytes", "spill_loads_bytes", "stack_frame_bytes", "spilled_values",
+            "max_live_legalized", "spill_stores_bytes", "spill_loads_bytes", "stack_frame_bytes", "spilled_values",
             "rematerialized", "moves", "moves_coalesced", "rounds", "verified")}
         row["seconds"] = {k: round(v, 6) for k, v in self.seconds.items()}
         row.update(self.extra)
@@ -124,6 +125,15 @@ def _pack(shapes: list, regfile: RegFile) -> bool:
         else:
             return False
     return True
+
+
+def _max_live_as_written(fn: Function) -> int:
+    """MaxLive of the function as written, as ``analyze`` reports it. The allocator starts
+    from a rewritten copy — tuple legalization's copies, the convention's binding copies, the
+    registers of asynchronous instructions kept live until their wait — whose MaxLive
+    (``max_live_legalized``) can be higher; both are reported, each under its own name."""
+    cfg = CFG(fn)
+    return Pressure(cfg, Liveness(cfg), find_tuples(fn, cfg.instrs)).max_live
 
 
 def check_feasible(fn: Function, regfile: RegFile, pinned: set[int],
@@ -277,7 +287,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         regfile = RegFile(budget, reserved=convention.callee_saved_reserved(conv, info, work))
         original_name = _original_names(fn, origin_of)
         check_feasible(work, regfile, pinned, original_name)
-        state = SpillState(SPILL_ARRAY, origin_of)
+        state = SpillState(output.spill_array_name(fn, SPILL_ARRAY), origin_of)
         state.no_spill |= in_flight
         t = tick("legalize", t)
         first_max_live = None
@@ -293,6 +303,9 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
                                         state.no_spill | pinned)
             if first_max_live is None:
                 first_max_live = analysis.pressure.max_live
+                written_max_live = (_max_live_as_written(fn)
+                                    if len(work.regs) != len(fn.regs) or in_flight
+                                    else first_max_live)
             if info.active:
                 convention.cost_factors(analysis, conv, info)
             problem = Problem(analysis, regfile, {**info.precolored, **forced}, pinned,
@@ -325,7 +338,8 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
             if to_spill:
                 work = rewrite_spills(work, to_spill, remat, state)
             t = tick("spill", t)
-        result.max_live = first_max_live or 0
+        result.max_live = written_max_live or 0
+        result.max_live_legalized = first_max_live or 0
         _finish(fn, work, problem, coloring, state, result, sm, budget, options, pinned,
                 conv, info, analysis, session)
         session.finish(result)
@@ -409,7 +423,7 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
     if redundant:
         work.body = [s for s in work.body if id(s) not in redundant]
         cfg = CFG(work)
-    frame = session.slots(cfg, assign_slots(cfg, state.slot_size, SPILL_ARRAY))
+    frame = session.slots(cfg, assign_slots(cfg, state.slot_size, state.array))
     stem = output.choose_stem(original)
     names = list(regs.names)
     for v, s in start.items():
@@ -438,9 +452,9 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
     # the high-water marks cover whole placements (a tuple's sink members included)
     preds = [s for node, s in coloring.start.items() if problem.shape[node].file == PRED]
     header = (f"//@ptxalloc allocator={options.allocator} budget={budget} arch={sm.name} "
-              f"stem={stem}" + (f" spill={SPILL_ARRAY} frame={frame}" if frame else "")
+              f"stem={stem}" + (f" spill={state.array} frame={frame}" if frame else "")
               + (" abi=1" if info.active else "") + (" leaf=1" if info.leaf else ""))
-    array_decl = f".local .align 16 .b8 {SPILL_ARRAY}[{frame}];" if frame else None
+    array_decl = f".local .align 16 .b8 {state.array}[{frame}];" if frame else None
     out = work.copy()
     out.body = output.build_body(work, header, output.declarations(used_names, stem),
                                  array_decl, removed_copies)

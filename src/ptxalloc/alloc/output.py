@@ -44,6 +44,20 @@ def choose_stem(fn: Function) -> str:
         stem += "x"
 
 
+def spill_array_name(fn: Function, base: str) -> str:
+    """``base``, or ``base_1``, ``base_2`` ... the first name no directive of the function
+    declares (an input that is an earlier run's output declares its own spill array)."""
+    names: set[str] = set()
+    for s in fn.body:
+        if type(s) is Raw and s.kind == DIRECTIVE:
+            names.update(re.findall(r"[\w$]+", s.text))
+    name, n = base, 0
+    while name in names:
+        n += 1
+        name = f"{base}_{n}"
+    return name
+
+
 def physical_name(regs: RegTable, v: int, start: int, stem: str) -> str:
     c = regs.classes[v]
     vec = regs.vec[v]
@@ -107,5 +121,24 @@ def build_body(fn: Function, header: str, decls: list[str], array_decl: str | No
         if t is Instruction and id(s) in removed_copies:
             body.append(Removed(s, "copy"))
             continue
-        body.append(s)
+        body.append(neutral(s))
     return body
+
+
+def neutralize(comment: str) -> str:
+    """An input's own ``//@`` comment (the input is an earlier run's output) as a plain
+    comment, ``// @...``: the annotations of the output are this run's alone, so allocating
+    ptxalloc's output again works (docs/allocated-ptx.md, "Allocating an allocated file")."""
+    return "// @" + comment[3:]
+
+
+def neutral(s):
+    """Statement ``s`` with an input's own ``//@`` comment neutralized (``s`` itself when it
+    carries none; an instruction this run inserted keeps its annotation)."""
+    t = type(s)
+    if t is Instruction and s.origin is None and s.comment.startswith("//@"):
+        s = s.copy_with(list(s.ops))
+        s.comment = neutralize(s.comment)
+    elif t is Raw and s.kind == COMMENT and s.text.startswith("//@"):
+        s = Raw(COMMENT, neutralize(s.text), s.line)
+    return s

@@ -17,10 +17,19 @@ def verbose_lines(r: FunctionResult, sm: SMProfile | None) -> list[str]:
         f"    {r.stack_frame_bytes} bytes stack frame, {r.spill_stores_bytes} bytes spill "
         f"stores, {r.spill_loads_bytes} bytes spill loads",
         f"ptxalloc info    : Used {r.registers} registers, {r.predicates} predicates "
-        f"(MaxLive {r.max_live})",
+        f"(MaxLive {_max_live(r)})",
         f"    {r.moves_coalesced} of {r.moves} moves coalesced, {r.spilled_values} values "
         f"spilled ({r.rematerialized} rematerialized), {r.rounds} round(s), {verified}, "
         f"{1000 * sum(r.seconds.values()):.1f} ms",
     ]
     lines.extend(f"    {note}" for note in r.notes)
     return lines
+
+
+def _max_live(r: FunctionResult) -> str:
+    """MaxLive as written (what ``analyze`` reports), and the legalized one where the
+    allocator's rewriting (tuple legalization, binding copies, asynchronous registers) raised
+    it."""
+    if r.max_live_legalized and r.max_live_legalized != r.max_live:
+        return f"{r.max_live}, {r.max_live_legalized} legalized"
+    return str(r.max_live)

@@ -69,6 +69,7 @@ def _verify_module_text(module: Module, text: str, results) -> list[FunctionProo
     except PtxSyntaxError as e:
         raise VerificationError(f"the allocated PTX does not parse: {e}") from None
     proofs = []
+    decls = module_declarations(module)
     ofns = {f.name: f for f in module.functions}
     afns = {f.name: f for f in allocated.functions}
     for r in results:
@@ -88,7 +89,7 @@ def _verify_module_text(module: Module, text: str, results) -> list[FunctionProo
         if budget is not None and header.get("budget") != str(budget):
             raise VerificationError(f"function '{r.name}': the header says budget="
                                     f"{header.get('budget')}, the allocation was for {budget}")
-        proof = check_function(orig, fn, header)
+        proof = check_function(orig, fn, header, decls)
         r.verified = True
         elapsed = time.perf_counter() - t1
         proof.seconds = elapsed
@@ -182,16 +183,22 @@ def verify_modules(original: Module, allocated: Module) -> list[FunctionProof]:
             f"{', '.join(f.name for f in ofns) or 'none'}; {allocated.filename} has "
             f"{', '.join(f.name for f in afns) or 'none'}")
     proofs = []
+    decls = module_declarations(original)
     for o, a in zip(ofns, afns):
         header = read_header(a)
         if header is None:
             _check_unchanged(o, a)
             continue
-        proofs.append(check_function(o, a, header))
+        proofs.append(check_function(o, a, header, decls))
     if not proofs:
         raise CheckerInputError(f"{allocated.filename}: no function carries a //@ptxalloc "
                                 f"header (is it an allocated file?)")
     return proofs
+
+
+def module_declarations(module: Module) -> list[str]:
+    """The module-level statements (``.param`` declarations among them) of the original."""
+    return [it.text for it in module.items if type(it) is Raw]
 
 
 def _check_unchanged(o: Function, a: Function) -> None:

@@ -5,8 +5,9 @@ It reads two functions — the original (virtual registers) and the allocated on
 from the emitted PTX — and shares no code with the allocators: it uses the parser, the IR and
 the ISA table (which operands an instruction defines and uses, which vectors are register
 tuples, which registers an asynchronous instruction keeps using), and nothing of ``analysis``,
-``alloc``, ``spill`` or ``target``. Its basic blocks (:mod:`.blocks`), its liveness and its
-decoding of physical names (:mod:`.locations`) are its own. docs/checker.md sums it up.
+``alloc``, ``spill`` or ``target``. Its basic blocks (:mod:`.blocks`), its liveness, its
+decoding of physical names (:mod:`.locations`) and its reading of the convention's bindings
+(:mod:`.bindings`) are its own. docs/checker.md sums it up.
 
 Matching
 --------
@@ -55,7 +56,9 @@ already a failure of the fixpoint — the checker stops at the first.
 * With ``abi=1`` in the header (the calling convention of SPEC section 7) a ``call`` destroys
   the caller-saved registers (R0-R23, R32 and up), and at each ``ret`` of a ``.func`` every
   callee-saved register (R24-R30) must hold its value at entry; R31, the frame pointer, is
-  never allocated.
+  never allocated. Every ``ld.param``/``st.param`` (and old-ABI call operand) that the
+  convention binds uses its bound register (:mod:`.bindings`), and the header must carry
+  ``abi=1`` wherever the convention applies (a ``.func``, or a function with a ``call``).
 * Asynchronous instructions (``wgmma.mma_async``, ``tcgen05.ld``/``st``; the ISA table's
   ``async_operands``) keep their registers in use until their wait (``wgmma.wait_group 0``,
   ``tcgen05.wait::ld``/``::st``): meanwhile an inserted instruction may not touch those units,
@@ -84,6 +87,7 @@ from ..ir.instruction import (COMMENT, DEF, DIRECTIVE, USE, Instruction, Label, 
 from ..ir.module import Function
 from ..ir.operands import Args, Imm, Mem, Neg, Not, Pair, Reg, Sink, Sum, Sym, Vec
 from ..util import bits
+from .bindings import find_bindings
 from .blocks import Blocks
 from .locations import (CLASS_BITS, CLASS_FAMILY, FAMILY_TYPE, GPR, SLOT, Locations,
                         NameDecoder, Placement, pow2_at_least)
@@ -99,6 +103,7 @@ class CheckerInputError(PtxallocError):
 _ANNOTATION = re.compile(r"//@(spill|reload|remat|move|pspill|preload|save|restore)\s+(\S+)#(\d+)"
                          r"\s*$|//@(csave|crestore)\s+R(\d+)\s*$")
 _HEADER = "//@ptxalloc"
+_EARLIER_HEADER = "// @ptxalloc"     # an earlier run's header, neutralized (allocated-ptx.md)
 _REMOVED = "//@removed"
 
 #: Special registers whose value is fixed for the thread's lifetime (PTX ISA chapter 10): a
@@ -239,7 +244,9 @@ def _meet(states: list[_State]) -> _State:
 class FunctionChecker:
     """Checks one allocated function against its original."""
 
-    def __init__(self, original: Function, allocated: Function, header: dict[str, str]):
+    def __init__(self, original: Function, allocated: Function, header: dict[str, str],
+                 module_decls: list[str] = ()):
+        self.module_decls = list(module_decls)
         self.orig = original
         self.alloc = allocated
         self.header = header
@@ -450,6 +457,12 @@ class FunctionChecker:
                 if r < self.budget:
                     self.callee_values[r] = n + r
         self.pseudo = frozenset(self.callee_values.values())
+        if not self.abi and (not orig.is_entry or any(o.base == "call" for o in self.oinstrs)):
+            why = "it makes a call" if orig.is_entry else "a .func"
+            raise VerificationError(f"{self.where_fn()}: the header lacks abi=1, but the "
+                                    f"calling convention applies ({why})")
+        self.bindings = (find_bindings(orig, self.module_decls, self.budget, self.oclass)
+                         if self.abi else {})
 
     def _liveness(self) -> None:
         """The checker's own backward liveness of the original values, over the allocated CFG
@@ -623,6 +636,12 @@ class FunctionChecker:
                         _HEADER):
                     raise VerificationError(f"{self.where_fn()}, line {s.line}: unknown "
                                             f"annotation '{s.text}'")
+                elif (s.kind == COMMENT and s.text.startswith(_EARLIER_HEADER)
+                      and read_header(self.orig) is None):
+                    raise CheckerInputError(
+                        f"{self.where_fn()}: the allocated file is the allocation of an earlier "
+                        f"run's output (line {s.line} carries that run's header); verify each "
+                        f"step against its own input")
         if oi < n_orig:
             o = oinstrs[oi]
             raise VerificationError(
@@ -780,8 +799,30 @@ class FunctionChecker:
                         wait_clear = "wgmma.wait_group"
                 elif opc.startswith(("tcgen05.wait::ld", "tcgen05.wait::st")):
                     wait_clear = opc[:len("tcgen05.wait::ld")]
+        if self.bindings:
+            bound = self.bindings.get(id(o))
+            if bound is not None:
+                self._check_bindings(bound, o, a, idx)
         return (_ORIG, idx, tuple(uses), tuple(defs), o.guard >= 0, clobber, asyn, wait_clear,
                 opc)
+
+    def _check_bindings(self, bound, o: Instruction, a: Instruction, idx: int) -> None:
+        """Each register operand the calling convention binds (:mod:`.bindings`) is the bound
+        register itself."""
+        for b in bound:
+            i, j = b.path
+            x = o.ops[i] if j < 0 else o.ops[i].items[j]
+            y = a.ops[i] if j < 0 else a.ops[i].items[j]
+            name = self.aregs.names[y.v]
+            p = self._adec.get(y.v)
+            if p is None:
+                p = self._decode(name, f"operand {i + 1}", idx)
+            if type(p) is int or p.space != GPR or p.start != 2 * b.reg:
+                where = f"operand {i + 1}" + (f" member {j + 1}" if j >= 0 else "")
+                want = b.wanted(self.stem, self.oclass[x.v], self.oregs.vec[x.v])
+                raise self.fail_at(idx, f"{where}: {name} breaks the calling convention's "
+                                        f"binding (abi=1, budget {self.budget}): {b.what} "
+                                        f"must be in {want}")
 
     def _check_tuple(self, vec: Vec, avec: Vec | None, align: int, idx: int) -> None:
         """Members of a register tuple sit in consecutive units from an aligned start."""
@@ -1380,11 +1421,12 @@ def _match_rendering(o: Instruction, text: str) -> list[tuple[int, str]] | None:
 
 
 def check_function(original: Function, allocated: Function,
-                   header: dict[str, str] | None = None) -> FunctionProof:
+                   header: dict[str, str] | None = None,
+                   module_decls: list[str] = ()) -> FunctionProof:
     """Prove ``allocated`` (parsed from allocated PTX) computes what ``original`` computes;
     raises VerificationError naming what is wrong."""
     if header is None:
         header = read_header(allocated)
         if header is None:
             raise CheckerInputError(f"function '{allocated.name}' carries no //@ptxalloc header")
-    return FunctionChecker(original, allocated, header).run()
+    return FunctionChecker(original, allocated, header, module_decls).run()

@@ -1,0 +1,53 @@
+"""``analyze`` and ``allocate`` name MaxLive alike (issue 11): ``max_live`` is the function as
+written — the number ``analyze`` reports — and ``max_live_legalized`` the MaxLive of the copy
+the allocator starts from, which its rewriting can raise: the registers of asynchronous
+instructions kept live until their wait (the mha kernel: 315 as written, 318 legalized), tuple
+legalization's copies (zluda's interleaved mma), the convention's binding copies (gpuocelot's
+complex.ptx). Both appear in the JSON report and in ``allocate -v``."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import corpus_root
+from ptxalloc.analysis import analyze_function
+from ptxalloc.cli import main
+from ptxalloc.pipeline import allocate_module
+from ptxalloc.ptx import parse_file
+from ptxalloc.target.sm import profile_for
+
+CASES = [
+    ("ptxbench/trial_2026_0427_mha_bwd_d128.ptx",
+     "_ZN16tvm_ffi_cuda_mha20kernel_mha_bwd_dK_dVE14CUtensorMap_stS0_S0_S0_S0_PKfP13__nv_bfloat16"
+     "S4_iii", 255),
+    ("zluda/ptx/src/test/spirv_run/mma_m16n8k32_s32_s8_s8_s32_interleave.ptx",
+     "mma_m16n8k32_s32_s8_s8_s32_interleave", 255),
+    ("gpuocelot/tests/ptx/unstructured/complex.ptx", "nv_mts_tq_bind", 15),
+]
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("path,name,k", CASES, ids=[c[1][:40] for c in CASES])
+def test_allocate_reports_the_analyzed_max_live_and_names_the_legalized_one(path, name, k,
+                                                                           capsys):
+    root = corpus_root()
+    if root is None:
+        pytest.skip("../shared/corpus is absent")
+    file = str(root / path)
+    module = parse_file(file)
+    fn = module.function(name)
+    written = analyze_function(fn, profile_for(None, module.sm)).pressure.max_live
+    (row,) = [r for r in allocate_module(module, k, function=name).report()["functions"]
+              if r["name"] == name]
+    assert row["max_live"] == written
+    assert row["max_live_legalized"] > written          # these functions are the ones it differs
+    assert row["verified"] is True
+    assert main(["analyze", file, "--function", name]) == 0
+    assert f"MaxLive {written} registers" in capsys.readouterr().out
+    assert main(["allocate", file, "--function", name, "--registers", str(k), "-v",
+                 "-o", "-"]) == 0
+    err = capsys.readouterr()
+    text = err.err + err.out
+    assert re.search(rf"\(MaxLive {written}, {row['max_live_legalized']} legalized\)", text), text
