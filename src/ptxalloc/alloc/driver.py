@@ -35,7 +35,6 @@ from ..ir import isa
 from ..ir.build import width_bytes
 from ..ir.cfg import CFG
 from ..ir.module import Function
-from ..ir.registers import RegClass
 from ..spill.lazy import remove_redundant_spill_code
 from ..spill.remat import COMPUTE_COST, remat_candidates
 from ..spill.rewrite import SpillState, rewrite_spills
@@ -52,6 +51,7 @@ from .compact import compact, high_water
 from .fatpoint import FatpointSession
 from .legalize import legalize_tuples
 from .problem import Problem
+from .serialize_wgmma import group_shapes, operand_shapes, serialize_wgmma
 from .session import Session, open_session
 
 MAX_ROUNDS = 40
@@ -114,19 +114,6 @@ ALLOCATORS: dict[str, Allocator | type[Session]] = {"briggs": _briggs,
                                                     "fatpoint": FatpointSession}
 
 
-def _pack(shapes: list, regfile: RegFile) -> bool:
-    """Whether shapes fit side by side in the register file (first fit, largest first)."""
-    used = 0
-    for shape in sorted(shapes, key=lambda s: (-s.units, -s.align)):
-        for _, mask in regfile.placements(shape):
-            if not mask & used:
-                used |= mask
-                break
-        else:
-            return False
-    return True
-
-
 def _max_live_as_written(fn: Function) -> int:
     """MaxLive of the function as written, as ``analyze`` reports it. The allocator starts
     from a rewritten copy — tuple legalization's copies, the convention's binding copies, the
@@ -143,10 +130,7 @@ def check_feasible(fn: Function, regfile: RegFile, pinned: set[int],
     the budget is blamed on the tensor or vector instruction that needs it, not on a ``mov``
     that merely writes one member; ``name`` gives registers their names in the input."""
     regs = fn.regs
-    group_shape = {}
-    for g in find_tuples(fn).groups:
-        for v, _ in g.members:
-            group_shape[v] = (id(g), g.shape)
+    groups = group_shapes(fn)
     instrs = fn.instructions()
     instrs.sort(key=lambda ins: not isa.tuple_operands(ins, regs))      # stable
     for ins in instrs:
@@ -154,20 +138,8 @@ def check_feasible(fn: Function, regfile: RegFile, pinned: set[int],
         # the uses are
         before = ins.uses + ins.defs if ins.guard >= 0 else ins.uses
         for values in (before, ins.defs):
-            shapes = []
-            seen = set()
-            for v in dict.fromkeys(values):
-                if v in pinned or regs.classes[v] == RegClass.PRED:
-                    continue
-                if v in group_shape:
-                    key, shape = group_shape[v]
-                    if key in seen:
-                        continue
-                    seen.add(key)
-                else:
-                    shape = vreg_shape(regs.classes[v], regs.vec[v])
-                shapes.append(shape)
-            if shapes and not _pack(shapes, regfile):
+            shapes = operand_shapes(fn, values, groups, pinned)
+            if shapes and not regfile.fits(shapes):
                 need = sum(s.units for s in shapes) / 2
                 tuples = [s for s in shapes if s.units > 8 or str(s).startswith("TUPLE")]
                 what = (f"{len(shapes)} operand(s), among them a {tuples[0].units / 2:g}-register "
@@ -282,11 +254,12 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         work = fn.copy()
         result.moves = sum(1 for ins in fn.instructions() if ins.is_copy)
         legalize_tuples(work, origin_of)
-        in_flight = bind_async_waits(work)
         info = convention.prepare(work, conv, module_decls or [], origin_of)
         regfile = RegFile(budget, reserved=convention.callee_saved_reserved(conv, info, work))
         original_name = _original_names(fn, origin_of)
+        result.notes.extend(serialize_wgmma(work, regfile, pinned, original_name))
         check_feasible(work, regfile, pinned, original_name)
+        in_flight = bind_async_waits(work)
         state = SpillState(output.spill_array_name(fn, SPILL_ARRAY), origin_of)
         state.no_spill |= in_flight
         t = tick("legalize", t)

@@ -103,6 +103,9 @@ def annotate(ins: Instruction, original: RegTable) -> None:
     if o[0] in ("csave", "crestore"):
         ins.comment = f"//@{o[0]} R{o[1]}"
         return
+    if len(o) == 1:                 # an inserted instruction that concerns no value
+        ins.comment = f"//@{o[0]}"
+        return
     value = o[1]
     ins.comment = f"//@{o[0]} {original.names[value]}#{value}"
 

@@ -107,6 +107,18 @@ class RegFile:
     def count(self, shape: Shape) -> int:
         return len(self.placements(shape))
 
+    def fits(self, shapes: list[Shape]) -> bool:
+        """Whether ``shapes`` fit side by side in the file (first fit, largest first)."""
+        used = 0
+        for shape in sorted(shapes, key=lambda s: (-s.units, -s.align)):
+            for _, mask in self.placements(shape):
+                if not mask & used:
+                    used |= mask
+                    break
+            else:
+                return False
+        return True
+
 
 @lru_cache(maxsize=None)
 def blocking_weight(node: Shape, neighbour: Shape) -> int:

@@ -105,6 +105,7 @@ _ANNOTATION = re.compile(r"//@(spill|reload|remat|move|pspill|preload|save|resto
 _HEADER = "//@ptxalloc"
 _EARLIER_HEADER = "// @ptxalloc"     # an earlier run's header, neutralized (allocated-ptx.md)
 _REMOVED = "//@removed"
+_SERIALIZE = "//@serialize"
 
 #: Special registers whose value is fixed for the thread's lifetime (PTX ISA chapter 10): a
 #: ``mov`` of one can be recomputed anywhere. %clock, %warpid, %smid and the like are not.
@@ -122,7 +123,7 @@ _CALLEE_SAVED = range(24, 31)
 _FRAME_POINTER = 31
 
 # event kinds
-_ORIG, _COPY, _REMAT, _RCOPY, _RDEF, _NOP = range(6)
+_ORIG, _COPY, _REMAT, _RCOPY, _RDEF, _NOP, _WAIT = range(7)
 
 _EMPTY: frozenset = frozenset()
 
@@ -594,6 +595,10 @@ class FunctionChecker:
                     else:
                         events.append(self._callee_save(s, kind, int(m.group(5)), idx))
                     counts[kind] = counts.get(kind, 0) + 1
+                elif s.comment.strip() == _SERIALIZE:
+                    self.sites.append((s, s.line, None))
+                    events.append(self._serialize(s, idx))
+                    counts["serialize"] = counts.get("serialize", 0) + 1
                 else:
                     if s.comment.startswith("//@"):
                         self.sites.append((s, s.line, None))
@@ -885,6 +890,18 @@ class FunctionChecker:
     def _reg_loc(self, r: int) -> int:
         return self.locs.register(Placement("R", r, GPR, 2 * r, 2), f"%{self.stem}R{r}")
 
+    def _serialize(self, a: Instruction, idx: int) -> tuple:
+        """``//@serialize``: an inserted ``wgmma.wait_group.sync.aligned 0`` (the allocator
+        serialized the wgmma groups, :mod:`ptxalloc.alloc.serialize_wgmma`). Waiting earlier
+        only shortens the asynchrony: it reads and writes no register, and retires the
+        in-flight wgmma registers as an original ``wait_group 0`` does."""
+        ops = a.ops
+        if (a.guard >= 0 or a.opcode != "wgmma.wait_group.sync.aligned" or len(ops) != 1
+                or type(ops[0]) is not Imm or ops[0].text.strip() != "0"):
+            raise self.fail_at(idx, "a //@serialize instruction must be an unguarded "
+                                    "'wgmma.wait_group.sync.aligned 0'")
+        return (_WAIT, idx)
+
     def _callee_save(self, a: Instruction, kind: str, r: int, idx: int) -> tuple:
         """``//@csave Rn`` stores callee-saved Rn's entry value in the prologue of a ``.func``;
         ``//@crestore Rn`` puts it back before a ``ret``."""
@@ -1135,6 +1152,9 @@ class FunctionChecker:
                 if st.pending:
                     self._check_pending(st, idx, ((dst, v),), None, "", True, src)
                 self._write(st, dst, hs)
+            elif kind == _WAIT:
+                if st.pending:
+                    st.pending = frozenset(p for p in st.pending if p[2] != "wgmma.wait_group")
             elif kind == _REMAT:
                 _, idx, dst, v = ev
                 if st.pending:

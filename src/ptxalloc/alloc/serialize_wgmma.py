@@ -1,0 +1,137 @@
+"""Serializing ``wgmma`` when the registers in flight exceed the budget (PTX ISA 9.7.15.7.3
+"wgmma.wait_group"; ptxas's "wgmma.mma_async instructions are serialized" warning).
+
+The registers of asynchronous instructions in flight (:mod:`asynchrony`) can be neither spilled
+nor shared, so at every instruction they must fit in the budget together with the
+instruction's own operands. Software-pipelined code (Triton's fused attention: the P·V
+``wgmma`` of one iteration still running while the next iteration's Q·Kᵀ ``wgmma`` issues)
+keeps several groups' accumulators in flight at once; when they do not fit, this pass does what
+ptxas does: it waits for every committed group right after each ``wgmma.commit_group``
+(``wgmma.wait_group.sync.aligned 0``, annotated ``//@serialize``), so that at most one group —
+the one being issued — is in flight, and says so in a warning. Waiting earlier is always legal:
+``wait_group`` only blocks until earlier groups complete, and one placed right after a
+``commit_group`` (itself ``.sync.aligned``) is executed by exactly the threads that executed the
+commit. Only a budget that one group's registers and one instruction's operands exceed after
+serializing is refused, naming that instruction.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..analysis.tuples import find_tuples
+from ..errors import AllocationError
+from ..ir import isa
+from ..ir.instruction import Instruction
+from ..ir.module import Function
+from ..ir.operands import Imm
+from ..ir.registers import RegClass
+from ..target.units import RegFile, Shape, vreg_shape
+from ..util import bits
+from .asynchrony import WGMMA_WAIT, in_flight, retires
+
+SERIALIZE = "//@serialize"
+WARNING = ("warning: wgmma.mma_async instructions are serialized: the registers of the wgmma "
+           "groups in flight at once ({need:g} at line {line}) exceed the budget of {k}; a "
+           "'wgmma.wait_group.sync.aligned 0' follows each of the {n} wgmma.commit_group "
+           "instruction(s)")
+
+
+def group_shapes(fn: Function) -> dict[int, tuple[int, Shape]]:
+    """Register -> (its tuple group's key, the group's shape) for tuple members."""
+    out = {}
+    for key, g in enumerate(find_tuples(fn).groups):
+        for v, _ in g.members:
+            out[v] = (key, g.shape)
+    return out
+
+
+def operand_shapes(fn: Function, values, groups: dict[int, tuple[int, Shape]],
+                   pinned: set[int]) -> list[Shape]:
+    """The shapes that ``values`` occupy at once: a tuple group counted once, pinned
+    parameters and predicates not at all."""
+    regs = fn.regs
+    shapes = []
+    seen = set()
+    for v in dict.fromkeys(values):
+        if v in pinned or regs.classes[v] == RegClass.PRED:
+            continue
+        if v in groups:
+            key, shape = groups[v]
+            if key in seen:
+                continue
+            seen.add(key)
+        else:
+            shape = vreg_shape(regs.classes[v], regs.vec[v])
+        shapes.append(shape)
+    return shapes
+
+
+def _overflow(fn: Function, regfile: RegFile, pinned: set[int]):
+    """The first instruction (in CFG order) where the registers in flight and its operands do
+    not fit, as (instruction, registers needed, registers in flight); None when all fit."""
+    got = in_flight(fn)
+    if got is None:
+        return None
+    cfg, before = got
+    groups = group_shapes(fn)
+    for ins, mask in zip(cfg.instrs, before):
+        if not mask:
+            continue
+        flying = bits(mask)
+        after = [] if retires(ins) == WGMMA_WAIT else flying
+        used = ins.uses + ins.defs if ins.guard >= 0 else ins.uses
+        for values in (flying + list(used), after + list(ins.defs)):
+            shapes = operand_shapes(fn, values, groups, pinned)
+            if not regfile.fits(shapes):
+                need = sum(s.units for s in shapes) / 2
+                return ins, need, sum(s.units for s in operand_shapes(
+                    fn, flying, groups, pinned)) / 2
+    return None
+
+
+def _insert_waits(fn: Function) -> int:
+    """A ``wgmma.wait_group 0`` after every ``wgmma.commit_group`` not already followed by
+    one; returns how many were inserted."""
+    body = []
+    statements = fn.body
+    inserted = 0
+    for i, s in enumerate(statements):
+        body.append(s)
+        if type(s) is not Instruction or not s.opcode.startswith("wgmma.commit_group"):
+            continue
+        nxt = next((t for t in statements[i + 1:] if type(t) is Instruction), None)
+        if nxt is not None and retires(nxt) == WGMMA_WAIT and nxt.guard < 0:
+            continue
+        wait = Instruction("wgmma.wait_group.sync.aligned", [Imm("0")], line=s.line,
+                           comment=SERIALIZE)
+        wait.origin = ("serialize",)        # inserted by this run: its annotation is kept
+        isa.classify(wait, fn.regs)
+        body.append(wait)
+        inserted += 1
+    fn.body = body
+    return inserted
+
+
+def serialize_wgmma(fn: Function, regfile: RegFile, pinned: set[int],
+                    name: Callable[[int], str]) -> list[str]:
+    """Serialize the ``wgmma`` groups of ``fn`` (in place) when the registers in flight do not
+    fit the budget; returns the warnings. Raises :class:`AllocationError` when they still do
+    not fit, naming the instruction."""
+    over = _overflow(fn, regfile, pinned)
+    if over is None:
+        return []
+    notes = []
+    if any(s.opcode.startswith("wgmma.commit_group") for s in fn.instructions()):
+        first = over
+        n = _insert_waits(fn)
+        if n:
+            notes.append(WARNING.format(need=first[1], line=first[0].line, k=regfile.k, n=n))
+            over = _overflow(fn, regfile, pinned)
+            if over is None:
+                return notes
+    ins, need, flying = over
+    raise AllocationError(
+        f"{fn.filename}:{ins.line}: function '{fn.name}': '{ins.render(name)}' needs {need:g} "
+        f"registers at once (its operands and {flying:g} registers of asynchronous "
+        f"instructions in flight), more than the budget of {regfile.k} allows")
