@@ -180,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("-o", "--output", metavar="OUT.ptx",
                    help="write the PTX here, '-' for standard output (the default)")
-    p.add_argument("--allocator", default="briggs", choices=["briggs", "fatpoint"])
+    from .alloc import api
+    p.add_argument("--allocator", default="briggs", choices=api.names())
     p.add_argument("--registers", metavar="K", default="15",
                    help="register budget, 1..255, or 'auto': seed 004's occupancy-aware "
                    "model picks one per function (default 15)")
