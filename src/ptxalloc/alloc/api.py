@@ -358,6 +358,7 @@ def get(name: str) -> Allocator:
 
 
 def names() -> list[str]:
-    """The registered allocators' names, the built-in ones first, in :data:`BUILTIN` order."""
+    """The registered allocators' names: the built-in ones in :data:`BUILTIN` order, then the
+    others in the order they registered."""
     _load_builtin()
-    return list(_REGISTRY)
+    return sorted(_REGISTRY, key=lambda n: (BUILTIN.index(n) if n in BUILTIN else len(BUILTIN)))
