@@ -187,6 +187,16 @@ def test_linear_scan_places_pairs_aligned_around_precolored_registers():
     assert c.spilled == [] and c.start == {0: 2, 1: 4}
 
 
+@pytest.mark.parametrize("file,function", [("calls_sm80.ptx", "_Z10k_indirectPfPKfS1_i"),
+                                           ("loops_sm80.ptx", "_Z8k_switchPiPKiS1_")])
+def test_linear_scan_puts_values_live_across_calls_in_callee_saved_registers(file, function):
+    # at K = 64 R24-R30 are callee-saved: nothing needs saving around the calls, as with briggs
+    module = parse((DATA / file).read_text(), file)
+    for allocator in ("briggs", "linear"):
+        fr = allocate_module(module, 64, allocator, function=function).functions[0]
+        assert fr.verified and fr.spill_stores_bytes == fr.spill_loads_bytes == 0, allocator
+
+
 def _params():
     for path in FILES:
         for k in (15, 64, 255):

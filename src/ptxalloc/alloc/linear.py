@@ -6,7 +6,8 @@ Each node gets a *live interval*, the smallest range of program points (instruct
 in layout order) that holds every point where one of its registers is live, defined or read
 (:meth:`~ptxalloc.alloc.api.Problem.intervals`). The intervals are visited by increasing start
 (ties to the lower node id); each takes the lowest placement of its shape — pairs, quads and
-tuples take aligned consecutive units — that no assigned node it interferes with holds. The
+tuples take aligned consecutive units — that no assigned node it interferes with holds (a
+value live across a call tries the callee-saved registers first, SPEC section 7). The
 occupancy is the shared :class:`~ptxalloc.alloc.matrix.UnitMatrix`, and a conflict is an
 interference on a shared unit, so an interval whose end has passed stops blocking anything by
 itself: the paper's *expire* step, made exact by the interference graph (as LLVM's
@@ -42,6 +43,7 @@ def color(p: Problem) -> Coloring:
     cost = p.cost
     shape = p.shape
     regfile = p.regfile
+    prefer = p.prefer
     intervals = p.intervals()
     nodes = [n for n in p.members if n not in p.precolored]
     end = {n: intervals[n][1] if n in intervals else -1 for n in nodes}
@@ -55,7 +57,13 @@ def color(p: Problem) -> Coloring:
     result.stack = order
     for n in order:
         placements = regfile.placements(shape[n])
-        s = matrix.lowest_free(placements, matrix.forbidden(n))
+        forbidden = matrix.forbidden(n)
+        s = None
+        want = prefer.get(n)
+        if want:                              # callee-saved registers first, if one is free
+            s = matrix.lowest_free([(s, m) for s, m in placements if m & want == m], forbidden)
+        if s is None:
+            s = matrix.lowest_free(placements, forbidden)
         if s is not None:
             matrix.assign(n, s)
             continue

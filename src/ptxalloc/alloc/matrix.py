@@ -17,7 +17,6 @@ Not to be confused with :mod:`ptxalloc.target.occupancy`, the hardware's warps p
 
 from __future__ import annotations
 
-from ..target.units import Shape
 from ..util import bits
 
 
@@ -100,7 +99,3 @@ class UnitMatrix:
                 return s
         return None
 
-
-def overlaps(shape: Shape, start: int, units: int) -> bool:
-    """Whether ``shape`` placed at ``start`` takes any of the ``units`` (a bitmask)."""
-    return bool(shape.mask(start) & units)
