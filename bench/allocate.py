@@ -65,9 +65,10 @@ def gap_kind(fn, fr) -> str:
 
 
 def main() -> int:
+    from ptxalloc.alloc import api
     ap = argparse.ArgumentParser()
     ap.add_argument("--budgets", default="15,255,default")
-    ap.add_argument("--allocator", default="briggs")
+    ap.add_argument("--allocator", default="briggs", choices=api.names())
     ap.add_argument("--no-verify", action="store_true")
     ap.add_argument("--files", type=int, default=0, help="only the first N files")
     ap.add_argument("--per-file", action="store_true", help="print a row per file")

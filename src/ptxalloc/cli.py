@@ -260,7 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("-o", "--output", metavar="OUT.ptx",
                    help="write the PTX here, '-' for standard output (the default)")
-    p.add_argument("--allocator", default="briggs", choices=["briggs", "fatpoint"])
+    from .alloc import api
+    p.add_argument("--allocator", default="briggs", choices=api.names())
     p.add_argument("--registers", metavar="K",
                    help="register budget for every function, 1..255, overriding the "
                    "directives; 'seed': the seeds' CICC constant 15; 'auto': seed 004's "

@@ -1,5 +1,6 @@
 """Corpus proof (issue 5, SPEC section 9): every function of every corpus file ptxas accepts
-allocates at K = 15 and K = 255 — or is refused with an AllocationError naming the instruction
+allocates, with every registered allocator (:func:`ptxalloc.alloc.api.names`), at K = 15 and
+K = 255 — or is refused with an AllocationError naming the instruction
 (SPEC section 2: some budgets are impossible) — and the independent checker proves every
 allocation. The last test prints the counts and the checker's time as a fraction of the
 allocation time (target: under 20 %).
@@ -15,20 +16,22 @@ import time
 import pytest
 
 from conftest import assert_justified_refusal, corpus_params, corpus_root
+from ptxalloc.alloc import api
 from ptxalloc.errors import AllocationError, VerificationError
 from ptxalloc.pipeline import allocate_module
 from ptxalloc.ptx import parse_file
 from ptxalloc.verify import verify_module_text
 
 BUDGETS = (15, 255)
+ALLOCATORS = api.names()
 
-#: budget -> counters, filled by the tests and printed by the last one
-STATS: dict[int, dict[str, float]] = {
-    k: {"files": 0, "functions": 0, "verified": 0, "refused": 0, "refuted": 0,
-        "alloc_s": 0.0, "verify_s": 0.0} for k in BUDGETS}
+#: (allocator, budget) -> counters, filled by the tests and printed by the last one
+STATS: dict[tuple[str, int], dict[str, float]] = {
+    (a, k): {"files": 0, "functions": 0, "verified": 0, "refused": 0, "refuted": 0,
+             "alloc_s": 0.0, "verify_s": 0.0} for a in ALLOCATORS for k in BUDGETS}
 
 
-def prove_file(path: str, budget: int) -> dict:
+def prove_file(path: str, budget: int, allocator: str = "briggs") -> dict:
     """Allocate every function of a file at ``budget`` and prove the allocation; returns the
     counts, the refutations (function, message, whether the calling convention applies to it)
     and the seconds spent allocating and verifying (the refusal search is not timed; the
@@ -37,18 +40,18 @@ def prove_file(path: str, budget: int) -> dict:
     refused: set[str] = set()
     t0 = time.perf_counter()
     try:
-        result = allocate_module(module, budget, verify=False)
+        result = allocate_module(module, budget, allocator, verify=False)
         alloc_s = time.perf_counter() - t0
     except AllocationError:
         for fn in module.functions:
             try:
-                allocate_module(module, budget, function=fn.name, verify=False)
+                allocate_module(module, budget, allocator, function=fn.name, verify=False)
             except AllocationError as e:
                 assert_justified_refusal(str(e), budget)
                 refused.add(fn.name)
         module = module.without(refused)
         t0 = time.perf_counter()
-        result = allocate_module(module, budget, verify=False)
+        result = allocate_module(module, budget, allocator, verify=False)
         alloc_s = time.perf_counter() - t0
     results = list(result.functions)
     refuted = []
@@ -73,11 +76,12 @@ def prove_file(path: str, budget: int) -> dict:
 
 
 @pytest.mark.corpus
+@pytest.mark.parametrize("allocator", ALLOCATORS)
 @pytest.mark.parametrize("budget", BUDGETS)
 @pytest.mark.parametrize("entry", corpus_params())
-def test_corpus_allocations_verify(entry, budget):
-    got = prove_file(str(corpus_root() / entry["path"]), budget)
-    s = STATS[budget]
+def test_corpus_allocations_verify(entry, budget, allocator):
+    got = prove_file(str(corpus_root() / entry["path"]), budget, allocator)
+    s = STATS[allocator, budget]
     s["files"] += 1
     s["refuted"] += len(got["refuted"])
     for k in ("functions", "verified", "refused", "alloc_s", "verify_s"):
@@ -91,11 +95,11 @@ def test_zz_corpus_summary(capsys):
     if corpus_root() is None:
         pytest.skip("../shared/corpus is absent")
     lines = []
-    for k, s in STATS.items():
+    for (a, k), s in STATS.items():
         if not s["files"]:
             continue
         frac = s["verify_s"] / s["alloc_s"] if s["alloc_s"] else 0.0
-        lines.append(f"K={k}: {s['files']} files, {s['functions']} functions: "
+        lines.append(f"{a} K={k}: {s['files']} files, {s['functions']} functions: "
                      f"{s['verified']} verified, {s['refused']} refused, {s['refuted']} refuted; "
                      f"allocation "
                      f"{s['alloc_s']:.1f} s, checker {s['verify_s']:.1f} s "

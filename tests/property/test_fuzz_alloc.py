@@ -27,14 +27,14 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from ptxalloc import ptxas
-from ptxalloc.alloc.driver import ALLOCATORS as REGISTERED
+from ptxalloc.alloc import api
 from ptxalloc.errors import AllocationError, VerificationError
 from ptxalloc.ir import isa
 from ptxalloc.ir.registers import RegClass
 from ptxalloc.pipeline import allocate
 from ptxalloc.ptx import parse
 
-ALLOCATORS = tuple(REGISTERED)            # every allocator: briggs, fatpoint, ...
+ALLOCATORS = tuple(api.names())           # every registered allocator: briggs, fatpoint, ...
 SMALL_BUDGETS = range(2, 9)
 ARCH = "sm_80"
 
@@ -320,7 +320,7 @@ def check_program(text: str, budgets=None, allocators=ALLOCATORS, assemble: bool
                 continue
             assert all(f.verified is True for f in result.functions), text
             stats["proven"] += 1
-            to_assemble.append(_rename(result.ptx, f"{allocator[0]}{k}"))
+            to_assemble.append(_rename(result.ptx, f"{allocators.index(allocator)}k{k}"))
     if assemble and to_assemble and ptxas.available():
         # one ptxas run per program: every allocation of it, renamed apart, in one module
         module = _one_module(to_assemble)

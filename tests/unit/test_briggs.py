@@ -13,7 +13,7 @@ import pytest
 from conftest import DATA
 from ptxalloc.alloc.briggs import BANKS, color
 from ptxalloc.alloc.coalesce import coalesce
-from ptxalloc.alloc.problem import Problem
+from ptxalloc.alloc.api import Problem
 from ptxalloc.analysis import analyze_function
 from ptxalloc.pipeline import allocate
 from ptxalloc.ptx import parse, parse_file
@@ -25,7 +25,7 @@ HDR = ".version 7.0\n.target sm_80\n.address_size 64\n\n"
 
 def problem_of(fn, k: int, do_coalesce: bool = True) -> Problem:
     an = analyze_function(fn, profile_for(None, "sm_80"))
-    p = Problem(an, RegFile(k))
+    p = Problem.from_analysis(an, RegFile(k))
     if do_coalesce:
         coalesce(p)
     return p
@@ -35,8 +35,8 @@ def check_select(p: Problem, coloring) -> int:
     """Replay select: every node takes the lowest free placement, except that a node with
     colored bank partners may take the lowest free placement outside their banks. Returns how
     many nodes were checked."""
-    start: dict[int, int] = dict(p.fixed)
-    bank_adj = p.analysis.graph.bank_adj
+    start: dict[int, int] = dict(p.precolored)
+    bank_adj = p.bank_adj or [0] * p.nregs        # None at 32 registers or fewer: no banks
     checked = 0
     spilled = set(coloring.spilled)
     for n in reversed(coloring.stack):
@@ -281,7 +281,7 @@ def test_stack_holds_every_unfixed_node_once():
     fn = parse_file(str(DATA / "hand" / "loop_backedge.ptx")).functions[0]
     p = problem_of(fn, 3)
     c = color(p)
-    assert sorted(c.stack) == sorted(n for n in p.members if n not in p.fixed)
+    assert sorted(c.stack) == sorted(n for n in p.members if n not in p.precolored)
     assert set(c.start) | set(c.spilled) == set(p.members)
 
 

@@ -16,7 +16,7 @@ import pytest
 from ptxalloc.alloc import coalesce as coalesce_mod
 from ptxalloc.alloc.coalesce import COALESCE_FACTOR, MAX_COALESCE_ITERATIONS, coalesce
 from ptxalloc.alloc.driver import Options, allocate_function
-from ptxalloc.alloc.problem import Problem
+from ptxalloc.alloc.api import Problem
 from ptxalloc.analysis import analyze_function
 from ptxalloc.pipeline import allocate, allocate_module
 from ptxalloc.ptx import parse
@@ -36,7 +36,7 @@ def problem(text: str, k: int) -> tuple[Problem, dict[str, int]]:
     fn = parse(text).functions[0]
     an = analyze_function(fn, profile_for(None, "sm_80"))
     ids = {n: i for i, n in enumerate(fn.regs.names)}
-    return Problem(an, RegFile(k)), ids
+    return Problem.from_analysis(an, RegFile(k)), ids
 
 
 def merged(p: Problem, a: int, b: int) -> bool:

@@ -8,11 +8,12 @@ from __future__ import annotations
 import pytest
 
 from conftest import DATA
-from ptxalloc.alloc.briggs import Coloring, color
+from ptxalloc.alloc.api import Coloring
+from ptxalloc.alloc.briggs import color
 from ptxalloc.alloc.coalesce import coalesce
 from ptxalloc.alloc.compact import compact, high_water
 from ptxalloc.alloc.driver import Options
-from ptxalloc.alloc.problem import Problem
+from ptxalloc.alloc.api import Problem
 from ptxalloc.analysis import analyze_function
 from ptxalloc.pipeline import allocate, allocate_module
 from ptxalloc.ptx import parse
@@ -77,7 +78,7 @@ def test_registers_equal_max_live_on_straight_line_code(text):
 def _problem(text: str, k: int) -> Problem:
     fn = parse(text).functions[0]
     an = analyze_function(fn, profile_for(None, "sm_80"))
-    p = Problem(an, RegFile(k))
+    p = Problem.from_analysis(an, RegFile(k))
     coalesce(p)
     return p
 
@@ -100,7 +101,7 @@ def test_compact_recolors_a_wasteful_coloring_down_to_max_live():
     wasteful = Coloring(start={n: 2 * i for i, n in enumerate(nodes)})    # one register each
     _valid(p, wasteful.start, 255)
     assert high_water(p, wasteful.start) == len(nodes)
-    max_live = p.analysis.pressure.max_live
+    max_live = p.program.max_live
     assert compact(p, wasteful, max_live) is True
     _valid(p, wasteful.start, 255)
     assert high_water(p, wasteful.start) == max_live
@@ -112,7 +113,7 @@ def test_compact_leaves_a_spilling_coloring_alone():
     c = color(p)
     assert c.spilled
     before = dict(c.start)
-    assert compact(p, c, p.analysis.pressure.max_live) is False
+    assert compact(p, c, p.program.max_live) is False
     assert c.start == before
 
 
@@ -120,7 +121,7 @@ def test_compact_never_raises_the_count():
     p = _problem(MIXED, 255)
     c = color(p)
     before = high_water(p, c.start)
-    compact(p, c, p.analysis.pressure.max_live)
+    compact(p, c, p.program.max_live)
     assert high_water(p, c.start) <= before
     _valid(p, c.start, 255)
 
@@ -149,7 +150,7 @@ def test_small_hand_files_reach_max_live_at_k255(name):
 # -- the exact search, on random graphs against brute force ---------------------------------
 
 class _Graph:
-    """What _search reads of a Problem: shapes, adjacency bitsets, fixed nodes, the file."""
+    """What _search reads of a Problem: shapes, adjacency bitsets, precolored nodes, the file."""
 
     def __init__(self, shapes: list, edges: set, k: int):
         self.shape = dict(enumerate(shapes))
@@ -157,7 +158,7 @@ class _Graph:
         for a, b in edges:
             self.adj[a] |= 1 << b
             self.adj[b] |= 1 << a
-        self.fixed: dict[int, int] = {}
+        self.precolored: dict[int, int] = {}
         self.regfile = RegFile(k)
 
 

@@ -13,25 +13,25 @@ import random
 import re
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 
 from conftest import DATA
 from ptxalloc.alloc import fatpoint_order as fo
+from ptxalloc.alloc.api import Problem, Program
 from ptxalloc.alloc.fatpoint import (HARD, HIST, NOSPILL, SPILL, FatPoint, allocate_class,
                                      color, scan)
 from ptxalloc.alloc.fatpoint_guidance import excess_points, spill_guidance
 from ptxalloc.alloc.knobs import KNOBS, parse_knob, parse_knobs, resolve
-from ptxalloc.alloc.problem import Problem
 from ptxalloc.errors import UsageError
+from ptxalloc.ir.build import width_bytes
 from ptxalloc.ir.registers import RegClass, RegTable
 from ptxalloc.pipeline import allocate
 from ptxalloc.spill.compaction import Profile, relocation
 from ptxalloc.target.budget import (BudgetModel, budget_fraction, choose_budget, launch_limit,
                                     max_warps, next_cliff)
 from ptxalloc.target.sm import PROFILES
-from ptxalloc.target.units import GPR, Shape, RegFile
+from ptxalloc.target.units import GPR, RegFile, Shape, vreg_shape
 
 R32, R64, PR = RegClass.GPR32, RegClass.GPR64, RegClass.PRED
 TYPES = {R32: ".b32", R64: ".b64", PR: ".pred", RegClass.B128: ".b128", RegClass.H16: ".b16"}
@@ -42,7 +42,7 @@ def make_problem(k: int, classes: list[RegClass], edges=(), costs=None, fixed=No
     """A Problem over hand-made registers: ``edges`` interfere, ``moves`` are (dst, src)
     copies of weight 1, ``groups`` are tuples [(reg, unit offset), ...] with their shape,
     ``bank`` pairs are soft bank-conflict partners; ``fixed`` precolors registers (start unit).
-    The analysis is a stub holding exactly what Problem and the fat-point core read."""
+    No program points: the tests of the core need none."""
     regs = RegTable()
     for i, c in enumerate(classes):
         regs.add(f"%v{i}", TYPES[c], c)
@@ -55,15 +55,13 @@ def make_problem(k: int, classes: list[RegClass], edges=(), costs=None, fixed=No
     for a, b in bank:
         bank_adj[a] |= 1 << b
         bank_adj[b] |= 1 << a
-    graph = SimpleNamespace(adj=adj, moves=[(i, d, s) for i, (d, s) in enumerate(moves)],
-                            bank_adj=bank_adj)
-    cfg = SimpleNamespace(blocks=[SimpleNamespace(freq=1.0)],
-                          block_of={i: 0 for i in range(len(moves))}, instrs=[])
-    tuples = SimpleNamespace(groups=[SimpleNamespace(members=list(m), shape=sh)
-                                     for m, sh in groups])
-    an = SimpleNamespace(fn=SimpleNamespace(regs=regs), costs=list(costs or [1.0] * n),
-                         graph=graph, cfg=cfg, tuples=tuples)
-    return Problem(an, RegFile(k), fixed or {})
+    reg_shape = [vreg_shape(regs.classes[v], regs.vec[v]) for v in range(n)]
+    no_program = Program([], [], [], [], [], [], [])
+    return Problem(RegFile(k), reg_shape, adj, list(costs or [1.0] * n),
+                   [width_bytes(regs, v) for v in range(n)],
+                   [(sh, list(m)) for m, sh in groups],
+                   [(1.0, d, s, i) for i, (d, s) in enumerate(moves)], no_program,
+                   fixed or {}, bank_adj=bank_adj)
 
 
 # -- the six lists ---------------------------------------------------------------------------
@@ -77,7 +75,7 @@ def test_six_lists_classify_by_interference_width_cost_and_constraints():
     p = make_problem(2, [R32, R64, R32, R32, R32, R32, R32, R32],
                      edges=[(2, 6), (3, 4), (5, 6), (6, 7), (5, 7)],
                      costs=[1, 1, inf, 1, 1, 4, 9, 1], fixed={4: 2})
-    nodes = [n for n in p.members if n not in p.fixed]
+    nodes = [n for n in p.members if n not in p.precolored]
     lists = fo.classify(p, nodes, p.wdeg)
     assert lists[fo.UNCONSTRAINED] == [0]
     assert lists[fo.VERYHIGH] == [1]
@@ -93,7 +91,7 @@ def test_drain_order_and_select_by_lowest_cost_over_interference():
     p = make_problem(2, [R32, R64, R32, R32, R32, R32, R32, R32],
                      edges=[(2, 6), (3, 4), (5, 6), (6, 7), (5, 7)],
                      costs=[1, 1, math.inf, 1, 1, 4, 9, 1], fixed={4: 2})
-    nodes = [n for n in p.members if n not in p.fixed]
+    nodes = [n for n in p.members if n not in p.precolored]
     o = fo.order(p, nodes)
     # simplify: Unconstrained [0], VeryHigh [1], High [3, 2] (each list from its highest id);
     # select: ratios cost / wdeg: v5 4/2, v6 9/3, v7 1/2 -> v7, v5, v6
@@ -280,7 +278,7 @@ def _real_problem(text: str, k: int):
     from ptxalloc.ptx import parse
     from ptxalloc.target.sm import profile_for
     fn = parse(text).functions[0]
-    p = Problem(analyze_function(fn, profile_for(None, "sm_80")), RegFile(k))
+    p = Problem.from_analysis(analyze_function(fn, profile_for(None, "sm_80")), RegFile(k))
     coalesce(p)
     return fn, p
 
@@ -344,7 +342,7 @@ def test_excess_point_intervals_match_liveness(name):
     checked = 0
     for fn in parse((DATA / name).read_text()).functions:
         an = analyze_function(fn, profile_for(None, "sm_80"))
-        p = Problem(an, RegFile(8))
+        p = Problem.from_analysis(an, RegFile(8))
         coalesce(p)
         pts = excess_points(p, GPR, 12)
         cover: dict[int, set[int]] = {}

@@ -31,38 +31,32 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass, field
 
 from ..target.units import blocking_weight
 from ..util import bits
-from .coalesce import COALESCE_FACTOR
-from .problem import Problem
+from .api import Allocator, Coloring, Problem, register
+from .matrix import UnitMatrix
 
 BANKS = 32
-
-
-@dataclass
-class Coloring:
-    start: dict[int, int] = field(default_factory=dict)   # node -> start unit
-    spilled: list[int] = field(default_factory=list)      # nodes without a placement
-    stack: list[int] = field(default_factory=list)        # removal order
-    optimistic: int = 0                                   # spill candidates pushed anyway
-    optimal: bool | None = None                           # register count proven minimal
+#: the seeds' 0.8 (magic constant 0xCCCCCCCCCCCCCCCD) in the spill-priority ratio
+#: ``spill_cost / max(degree x 0.8, 1)`` (seed 002 "Priority Computation"); the same constant
+#: as coalescing's significance factor, but its own knob
+PRIORITY_FACTOR = 0.8
 
 
 def _ratio(cost: float, wdeg: int, factor: float) -> float:
     return cost / max(wdeg * factor, 1.0)
 
 
-def color(p: Problem, factor: float = COALESCE_FACTOR) -> Coloring:
+def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
     result = Coloring()
     wdeg = dict(p.wdeg)
     shape = p.shape
     cost = p.cost
     adj = p.adj
-    fixed = p.fixed
+    precolored = p.precolored
     placements = p.placements
-    active = {n: True for n in p.members if n not in fixed}
+    active = {n: True for n in p.members if n not in precolored}
     active_mask = 0
     for n in active:
         active_mask |= 1 << n
@@ -146,21 +140,15 @@ def color(p: Problem, factor: float = COALESCE_FACTOR) -> Coloring:
             break
 
     # select
-    start = result.start
-    for n, s in fixed.items():
-        start[n] = s
+    matrix = UnitMatrix.for_problem(p)
+    start = result.start = matrix.start
     regfile = p.regfile
-    bank_adj = p.analysis.graph.bank_adj
+    bank_adj = p.bank_adj
     # with at most 32 registers, two registers never share a bank: bank preferences matter
     # only above that
     banked = regfile.k > BANKS
-    colored = 0
-    for n in start:
-        colored |= 1 << n
     for n in reversed(result.stack):
-        forbidden = 0
-        for m in bits(adj[n] & colored):
-            forbidden |= ((1 << shape[m].units) - 1) << start[m]
+        forbidden = matrix.forbidden(n)
         want = p.prefer.get(n)
         banks = _partner_banks(p, n, start, bank_adj) if banked else None
         first_free = first_wanted = choice = None
@@ -181,8 +169,7 @@ def color(p: Problem, factor: float = COALESCE_FACTOR) -> Coloring:
         if choice is None:
             result.spilled.append(n)
             continue
-        start[n] = choice
-        colored |= 1 << n
+        matrix.assign(n, choice)
     return result
 
 
@@ -199,3 +186,16 @@ def _partner_banks(p: Problem, n: int, start: dict[int, int], bank_adj: list[int
             banks.add((sm + p.offset[m]) // 2 % BANKS)
     return banks
 
+
+class Briggs(Allocator):
+    """The CICC allocator as a registry entry: coalesce, then simplify and select."""
+
+    name = "briggs"
+    description = "CICC's Briggs optimistic coloring (seeds 000-002)"
+    coalesces = True
+
+    def color(self, problem: Problem, options) -> Coloring:
+        return color(problem, PRIORITY_FACTOR)
+
+
+register(Briggs())

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..target.units import blocking_weight, vreg_shape
+from ..target.units import blocking_weight
 from ..util import bits
-from .problem import Problem
+from .api import Problem
 
 COALESCE_FACTOR = 0.8
 MAX_COALESCE_ITERATIONS = 10
@@ -70,17 +70,17 @@ def _george(p: Problem, a: int, b: int, factor: float) -> bool:
     return True
 
 
-def _fixed_conflict(p: Problem, fixed: int, other: int) -> bool:
-    """Whether merging ``other`` into the precolored node ``fixed`` would put it on a
-    placement another precolored neighbour of ``other`` occupies (two convention registers of
-    different calls, say): precolored placements are never checked again in select."""
-    start = p.fixed.get(fixed)
+def _precolored_conflict(p: Problem, node: int, other: int) -> bool:
+    """Whether merging ``other`` into the precolored ``node`` would put it on a placement
+    another precolored neighbour of ``other`` occupies (two convention registers of different
+    calls, say): precolored placements are never checked again in select."""
+    start = p.precolored.get(node)
     if start is None:
         return False
-    mask = ((1 << p.shape[fixed].units) - 1) << start
+    mask = p.shape[node].mask(start)
     for m in bits(p.adj[other]):
-        sm = p.fixed.get(m)
-        if sm is not None and m != fixed and (((1 << p.shape[m].units) - 1) << sm) & mask:
+        sm = p.precolored.get(m)
+        if sm is not None and m != node and p.shape[m].mask(sm) & mask:
             return True
     return False
 
@@ -93,21 +93,20 @@ def _into_tuple(p: Problem, d: int, s: int) -> tuple[int, int, int] | None:
     if p.is_group[a] == p.is_group[b]:
         return None
     group, scalar, member = (a, b, d) if p.is_group[a] else (b, a, s)
-    if group in p.fixed or scalar in p.fixed:
+    if group in p.precolored or scalar in p.precolored:
         return None
     shape = p.shape[scalar]
-    regs = p.analysis.fn.regs
-    if shape != vreg_shape(regs.classes[member], regs.vec[member]):
+    reg_shape = p.reg_shape
+    if shape != reg_shape[member]:
         return None
     at = p.offset[member]
     if at % shape.align:
         return None
-    interferes = p.analysis.graph.interferes
+    reg_adj = p.reg_adj
     for y in p.members[group]:
-        sy = vreg_shape(regs.classes[y], regs.vec[y])
-        if p.offset[y] < at + shape.units and at < p.offset[y] + sy.units:
+        if p.offset[y] < at + shape.units and at < p.offset[y] + reg_shape[y].units:
             for x in p.members[scalar]:
-                if interferes(x, y):
+                if reg_adj[x] >> y & 1:
                     return None
     return group, scalar, at
 
@@ -149,13 +148,13 @@ def coalesce(p: Problem, factor: float = COALESCE_FACTOR,
                     still.append(move)
                 continue
             if (p.interferes(a, b) or p.shape[a] != p.shape[b] or p.is_group[a]
-                    or p.is_group[b] or (a in p.fixed and b in p.fixed
-                                         and p.fixed[a] != p.fixed[b])
-                    or _fixed_conflict(p, a, b) or _fixed_conflict(p, b, a)):
+                    or p.is_group[b] or (a in p.precolored and b in p.precolored
+                                         and p.precolored[a] != p.precolored[b])
+                    or _precolored_conflict(p, a, b) or _precolored_conflict(p, b, a)):
                 continue
             if _briggs(p, a, b, factor) or _george(p, a, b, factor) or \
                     _george(p, b, a, factor):
-                keep, gone = (a, b) if (a in p.fixed or b not in p.fixed) else (b, a)
+                keep, gone = (a, b) if (a in p.precolored or b not in p.precolored) else (b, a)
                 p.merge(keep, gone)
                 changed = True
             else:

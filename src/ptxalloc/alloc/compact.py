@@ -16,9 +16,9 @@ like any other. docs/decisions.md records it as the project's addition to the se
 from __future__ import annotations
 
 from ..target.units import GPR
-from ..util import bits, mask_of
-from .briggs import Coloring
-from .problem import Problem
+from ..util import bits
+from .api import Coloring, Problem
+from .matrix import UnitMatrix
 
 
 def high_water(p: Problem, start: dict[int, int]) -> int:
@@ -32,17 +32,19 @@ def high_water(p: Problem, start: dict[int, int]) -> int:
 
 
 def _program_order(p: Problem) -> list[int]:
-    cfg = p.analysis.cfg
+    prog = p.program
+    defs, uses, blocks = prog.defs, prog.uses, prog.blocks
     first: dict[int, int] = {}
     pos = 0
-    for bid in cfg.rpo + [b.id for b in cfg.blocks if not b.reachable]:
-        for ins in cfg.blocks[bid].instrs:
-            for v in ins.defs + ins.uses:
+    for bid in prog.order:
+        lo, hi = blocks[bid][0], blocks[bid][1]
+        for i in range(lo, hi):
+            for v in defs[i] + uses[i]:
                 n = p.find(v)
                 if n not in first:
                     first[n] = pos
             pos += 1
-    nodes = [n for n in p.members if n not in p.fixed]
+    nodes = [n for n in p.members if n not in p.precolored]
     return sorted(nodes, key=lambda n: (first.get(n, -1), n))
 
 
@@ -62,35 +64,34 @@ def _greedy(p: Problem, order: list[int], best_fit: bool,
     copy partner already colored (so the copy disappears); with ``best_fit`` a value narrower
     than a pair prefers a free placement inside a pair that is already partly used, so that
     free pairs stay whole."""
-    start: dict[int, int] = dict(p.fixed)
-    colored = mask_of(start)
+    matrix = UnitMatrix.for_problem(p)
+    start = matrix.start
     shape = p.shape
-    adj = p.adj
     regfile = p.regfile
     for n in order:
-        forbidden = 0
-        for m in bits(adj[n] & colored):
-            forbidden |= ((1 << shape[m].units) - 1) << start[m]
+        forbidden = matrix.forbidden(n)
         sh = shape[n]
         choice = None
         for m in partners.get(n, ()):
             sm = start.get(m)
-            if sm is not None and not (((1 << sh.units) - 1) << sm) & forbidden:
+            if sm is not None and not sh.mask(sm) & forbidden:
                 choice = sm
                 break
         if choice is None:
-            choice = _lowest_free(regfile.placements(sh), forbidden, best_fit and sh.units < 4
-                                  and sh.file == GPR)
+            choice = _lowest_free(matrix, regfile.placements(sh), forbidden,
+                                  best_fit and sh.units < 4 and sh.file == GPR)
             if choice is None:
                 return None
-        start[n] = choice
-        colored |= 1 << n
+        matrix.assign(n, choice)
     return start
 
 
-def _lowest_free(placements, forbidden: int, keep_pairs_whole: bool) -> int | None:
+def _lowest_free(matrix: UnitMatrix, placements, forbidden: int,
+                 keep_pairs_whole: bool) -> int | None:
     """The lowest placement free of ``forbidden``; with ``keep_pairs_whole`` the lowest one
     inside a partly used aligned pair of registers when there is one."""
+    if not keep_pairs_whole:
+        return matrix.lowest_free(placements, forbidden)
     choice = None
     for s, mask in placements:
         if mask & forbidden:
@@ -116,7 +117,7 @@ def _search(p: Problem, order: list[int], limit_units: int,
     first. Returns the coloring, False when none exists (the search was exhaustive: every
     placement of every chosen node was tried), or None when it gave up after ``steps``
     tries."""
-    start: dict[int, int] = dict(p.fixed)
+    start: dict[int, int] = dict(p.precolored)
     shape = p.shape
     adj = p.adj
     n_order = len(order)
@@ -131,7 +132,7 @@ def _search(p: Problem, order: list[int], limit_units: int,
         for m in nbrs[n]:
             sm = start.get(m)
             if sm is not None:
-                f |= ((1 << shape[m].units) - 1) << sm
+                f |= shape[m].mask(sm)
         forbidden[n] = f
     # selection key: saturation first, then degree, then earlier in program order
     degree = {n: len(nbrs[n]) for n in order}
@@ -146,15 +147,13 @@ def _search(p: Problem, order: list[int], limit_units: int,
         n = max(uncolored, key=key.__getitem__)
         uncolored.remove(n)
         f = forbidden[n]
-        width = (1 << shape[n].units) - 1
-        for s, mask in options[n]:
-            if mask & f:
+        for s, units in options[n]:
+            if units & f:
                 continue
             budget[0] -= 1
             if budget[0] < 0:
                 raise _OutOfSteps
             start[n] = s
-            units = width << s
             changed = []
             for m in nbrs[n]:
                 if m in uncolored:

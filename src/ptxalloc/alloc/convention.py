@@ -362,7 +362,7 @@ def insert_call_saves(fn: Function, cfg: CFG, liveness, start: dict[int, int],
                 continue
             seen_values.add(v)
             sh = shapes[v]
-            mask = ((1 << sh.units) - 1) << start[v]
+            mask = sh.mask(start[v])
             if mask & caller:
                 vs.append(v)
         if vs:

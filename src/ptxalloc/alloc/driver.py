@@ -14,12 +14,12 @@ one cannot be placed, the cheapest spillable neighbours that block one of its pl
 spilled instead. A budget that one instruction alone exceeds is refused up front with an error
 naming the instruction.
 
-The allocator itself is pluggable: ``briggs`` (:mod:`briggs`, seeds 000-002) here, ``fatpoint``
-(:mod:`fatpoint`, seed 004) in its own modules; every allocator sees the program only through
-:class:`Problem` and returns a :class:`Coloring`. A registry entry is either a plain function,
-called once per round, or a :class:`~session.Session` class, opened once per function, which
-may also move spill slots once they are laid out and add notes and fields to the report
-(:mod:`session`).
+The allocator itself is pluggable (:mod:`api`): ``briggs`` (:mod:`briggs`, seeds 000-002),
+``fatpoint`` (:mod:`fatpoint`, seed 004), ``linear`` (:mod:`linear`) or any other registered
+one; every allocator sees the program only through :class:`~api.Problem` and returns a
+:class:`~api.Coloring`. The driver coalesces copies first when the allocator asks for it
+(``coalesces``), and opens one :class:`~session.Session` per function, which may also move
+spill slots once they are laid out and add notes and fields to the report (:mod:`session`).
 """
 
 from __future__ import annotations
@@ -43,16 +43,15 @@ from ..target.abi import Convention
 from ..target.sm import SMProfile
 from ..target.units import GPR, PRED, RegFile, vreg_shape
 from ..util import bits, gc_paused
-from . import convention, output
+from . import api, convention, output
+from .api import Coloring, Problem
 from .asynchrony import bind_async_waits
-from .briggs import Coloring, color
 from .coalesce import COALESCE_FACTOR, coalesce
 from .compact import compact, high_water
-from .fatpoint import FatpointSession
 from .legalize import legalize_tuples
-from .problem import Problem
+from .matrix import UnitMatrix
 from .serialize_wgmma import group_shapes, operand_shapes, serialize_wgmma
-from .session import Session, open_session
+from .session import Session
 
 MAX_ROUNDS = 40
 SPILL_ARRAY = "__ptxalloc_spill"
@@ -101,17 +100,6 @@ class FunctionResult:
         row["seconds"] = {k: round(v, 6) for k, v in self.seconds.items()}
         row.update(self.extra)
         return row
-
-
-Allocator = Callable[[Problem, Options], Coloring]
-
-
-def _briggs(problem: Problem, options: Options) -> Coloring:
-    return color(problem, options.coalesce_factor)
-
-
-ALLOCATORS: dict[str, Allocator | type[Session]] = {"briggs": _briggs,
-                                                    "fatpoint": FatpointSession}
 
 
 def _max_live_as_written(fn: Function) -> int:
@@ -167,21 +155,17 @@ def _relieve(problem: Problem, coloring: Coloring, node: int,
     the convention's short-lived register alone. The placement needing fewest moves, then the
     cheapest spills, wins; None when every placement is held by a convention register
     alone."""
-    start = coloring.start
-    costs = problem.analysis.costs
+    matrix = UnitMatrix.for_problem(problem, coloring.start)
+    costs = problem.reg_cost
     best = None
-    neighbours = bits(problem.adj[node])
-    for s, mask in problem.regfile.placements(problem.shape[node]):
+    for s, _ in problem.regfile.placements(problem.shape[node]):
         cost = 0.0
         moved = 0
         chosen: list[int] = []
-        for m in neighbours:
-            sm = start.get(m)
-            if sm is None or not (((1 << problem.shape[m].units) - 1) << sm) & mask:
-                continue
+        for m in bits(matrix.conflicts(node, s)):
             members = _spillable(problem, m, unspillable)
             if not members:
-                if m in problem.fixed:
+                if m in problem.precolored:
                     break           # a convention register alone: it cannot go anywhere
                 moved += 1
                 continue
@@ -233,10 +217,11 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
     """Allocate one function to ``budget`` registers; ``module_decls`` are the module-level
     declaration texts (for the sizes of ``.param`` symbols declared there)."""
     options = options or Options()
-    if options.allocator not in ALLOCATORS:
+    try:
+        allocator = api.get(options.allocator)
+    except KeyError:
         raise AllocationError(f"unknown allocator '{options.allocator}' "
-                              f"(known: {', '.join(sorted(ALLOCATORS))})")
-    entry = ALLOCATORS[options.allocator]
+                              f"(known: {', '.join(sorted(api.names()))})") from None
     seconds: dict[str, float] = {}
 
     def tick(phase: str, t0: float) -> float:
@@ -250,7 +235,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         conv = Convention(budget)
         pinned = {p.vid for p in fn.params + fn.returns if p.space == "reg" and p.vid >= 0}
         origin_of = {v: v for v in range(len(fn.regs))}
-        session = open_session(entry, fn, budget, options)
+        session = allocator.open(fn, budget, options)
         work = fn.copy()
         result.moves = sum(1 for ins in fn.instructions() if ins.is_copy)
         legalize_tuples(work, origin_of)
@@ -264,7 +249,8 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         state.no_spill |= in_flight
         t = tick("legalize", t)
         first_max_live = None
-        forced: dict[int, int] = {}     # temporaries fixed to a placement after getting stuck
+        # temporaries precolored to a placement after getting stuck (:func:`_relieve`)
+        relief_precolored: dict[int, int] = {}
         while True:
             result.rounds += 1
             if result.rounds > MAX_ROUNDS:
@@ -281,11 +267,13 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
                                     else first_max_live)
             if info.active:
                 convention.cost_factors(analysis, conv, info)
-            problem = Problem(analysis, regfile, {**info.precolored, **forced}, pinned,
-                              prefer=_callee_saved_preference(analysis, conv, info))
+            problem = Problem.from_analysis(
+                analysis, regfile, {**info.precolored, **relief_precolored}, pinned,
+                prefer=_callee_saved_preference(analysis, conv, info))
             t = tick("analysis", t)
-            coalesce(problem, options.coalesce_factor)
-            t = tick("coalesce", t)
+            if allocator.coalesces:
+                coalesce(problem, options.coalesce_factor)
+                t = tick("coalesce", t)
             coloring = session.color(problem, options)
             t = tick("color", t)
             if not coloring.spilled:
@@ -300,13 +288,14 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
                 if not members:
                     relief = _relieve(problem, coloring, node, unspillable)
                     if relief is None or (not relief[0] and relief[1] is None) or (
-                            not relief[0] and any(v in forced for v in problem.members[node])):
+                            not relief[0] and any(v in relief_precolored
+                                                  for v in problem.members[node])):
                         raise AllocationError(_stuck_message(work, problem, node, budget,
                                                              original_name))
                     members, place = relief
                     if place is not None:
                         for v in problem.members[node]:
-                            forced[v] = place + problem.offset[v]
+                            relief_precolored[v] = place + problem.offset[v]
                 to_spill.update(members)
             if to_spill:
                 work = rewrite_spills(work, to_spill, remat, state)
@@ -332,7 +321,8 @@ def _compacted(problem: Problem, coloring: Coloring, analysis, regfile: RegFile,
     registers = high_water(problem, coloring.start)
     if coloring.optimal or registers <= bound:
         return problem, coloring
-    plain = Problem(analysis, regfile, info.precolored, pinned, prefer=problem.prefer_by_reg)
+    plain = Problem.from_analysis(analysis, regfile, info.precolored, pinned,
+                                  prefer=problem.prefer_by_reg)
     fresh = Coloring()
     if compact(plain, fresh, bound, penalty=_caller_save_penalty(analysis, conv, plain, info),
                to_beat=(registers, penalty(coloring.start) if penalty else None)):
@@ -356,7 +346,7 @@ def _caller_save_penalty(analysis, conv: Convention, problem: Problem, info):
                 s = start.get(n)
                 if s is None or problem.shape[n].file != GPR:
                     continue
-                if (((1 << problem.shape[n].units) - 1) << (s + problem.offset[v])) & caller:
+                if problem.shape[n].mask(s + problem.offset[v]) & caller:
                     count += 1
         return count
     return penalty
@@ -372,7 +362,7 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
     used_units = 0
     for v, s in start.items():
         if shapes[v].file == GPR:
-            used_units |= ((1 << shapes[v].units) - 1) << s
+            used_units |= shapes[v].mask(s)
     clobbers: dict[int, int] = {}
     if info.active:
         convention.insert_call_saves(work, analysis.cfg, analysis.liveness, start, shapes,
@@ -384,7 +374,7 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
             shapes[v] = vreg_shape(regs.classes[v], regs.vec[v])
     mask_of: dict[int, int] = {}
     for v, s in start.items():
-        m = ((1 << shapes[v].units) - 1) << s
+        m = shapes[v].mask(s)
         mask_of[v] = m if shapes[v].file == GPR else m << 1024     # predicates: a file apart
     cfg = CFG(work)
     if not info.leaf:

@@ -69,10 +69,10 @@ from typing import TYPE_CHECKING
 from ..target.units import GPR, PRED, Shape, blocking_weight
 from ..util import bits
 from . import knobs as knob_table
-from .briggs import Coloring
+from .api import Allocator, Coloring, Problem, register
 from .fatpoint_guidance import excess_points, spill_guidance
-from .fatpoint_order import LOWCONF, LOWLATE, fixed_partners, order
-from .problem import Problem
+from .fatpoint_order import LOWCONF, LOWLATE, precolored_partners, order
+from .matrix import UnitMatrix
 from .session import Session
 
 if TYPE_CHECKING:
@@ -143,15 +143,15 @@ class FatPoint:
         self.file = file
         self.threshold = threshold
         self.nodes = [n for n, sh in ((n, p.shape[n]) for n in p.members)
-                      if sh.file == file and n not in p.fixed]
-        self.fixed = {n: s for n, s in p.fixed.items() if p.shape[n].file == file}
+                      if sh.file == file and n not in p.precolored]
+        self.precolored = {n: s for n, s in p.precolored.items() if p.shape[n].file == file}
         self.size = p.regfile.size(Shape(file, 1, 1))
         self._slots: dict[Shape, list[tuple[int, tuple[int, ...]]]] = {}
         self._slot_index: dict[Shape, dict[int, tuple[int, ...]]] = {}
         self._hard: int | None = None
         self._moves: dict[int, list[tuple[int, int, float]]] | None = None
         self._plain: set[int] | None = None
-        self._fixed_partners: set[int] | None = None
+        self._precolored_partners: set[int] | None = None
 
     @property
     def hard_mask(self) -> int:
@@ -159,7 +159,7 @@ class FatPoint:
         if self._hard is None:
             p = self.p
             hard = 0
-            for n in p.fixed:
+            for n in p.precolored:
                 hard |= 1 << n
             cost = p.cost
             for n in p.members:
@@ -226,10 +226,10 @@ class FatPoint:
     # -- the histograms (reference) and the scan (production) --
 
     @staticmethod
-    def soft_cost(s: int, units: tuple[int, ...], bonus: dict[int, float], want: int) -> float:
-        """The preference part of ``secondary[s]``."""
+    def soft_cost(s: int, shape: Shape, bonus: dict[int, float], want: int) -> float:
+        """The preference part of ``secondary[s]`` for a node of ``shape``."""
         sec = bonus.get(s, 0.0) if bonus else 0.0
-        if want and ((1 << len(units)) - 1) << s & ~want:
+        if want and shape.mask(s) & ~want:
             sec += PREFER_COST
         return sec
 
@@ -244,7 +244,8 @@ class FatPoint:
         bonus = self.bonuses(n, start)
         want = self.p.prefer.get(n, 0)
         slots = []
-        for s, units in self.slots(self.p.shape[n]):
+        shape = self.p.shape[n]
+        for s, units in self.slots(shape):
             slots.append(s)
             c = 0
             for u in units:
@@ -254,7 +255,7 @@ class FatPoint:
                 primary[s] = HARD
             else:
                 primary[s] = c.bit_count()
-            sec = self.soft_cost(s, units, bonus, want)
+            sec = self.soft_cost(s, shape, bonus, want)
             for m in bits(c):
                 sec += cost[m]
             secondary[s] = sec
@@ -292,7 +293,7 @@ class FatPoint:
                 for u in units:
                     c |= occ[u]
                 if not c & adjn:
-                    floor = min(floor, self.soft_cost(s, units, bonus, want))
+                    floor = min(floor, self.soft_cost(s, shape, bonus, want))
         soft = bool(bonus or want)
         best = None
         best_sec = 0.0
@@ -302,7 +303,7 @@ class FatPoint:
                 c |= occ[u]
             if c & adjn:
                 continue
-            sec = self.soft_cost(s, units, bonus, want) if soft else 0.0
+            sec = self.soft_cost(s, shape, bonus, want) if soft else 0.0
             if best is None or sec < best_sec:
                 best, best_sec = s, sec
                 if sec <= floor:
@@ -319,6 +320,7 @@ class FatPoint:
         them hard, at most the discard threshold), the lowest secondary cost breaking ties,
         and the bitset of those conflicts; (None, 0) when every slot is skipped."""
         adjn = self.p.adj[n]
+        shape = self.p.shape[n]
         best = None
         best_sec = 0.0
         threshold = self.threshold
@@ -336,7 +338,7 @@ class FatPoint:
             pc = c.bit_count()
             if pc > threshold or (best is not None and pc > best_p):
                 continue                         # skipped, or cannot win
-            sec = self.soft_cost(s, units, bonus, want)
+            sec = self.soft_cost(s, shape, bonus, want)
             for m in bits(c):
                 sec += cost[m]
             if best is None or pc < best_p or (pc == best_p and sec < best_sec):
@@ -372,19 +374,16 @@ class FatPoint:
         guided = list(guided or ())
         excluded = set(guided)
         result = Attempt(mode, target, guided=guided)
-        occ = [0] * self.size                       # per unit: bitset of assigned nodes
-        start = result.start
+        matrix = UnitMatrix(p.shape, p.adj, self.size, self.precolored)
+        occ = matrix.occ                            # per unit: bitset of assigned nodes
+        start = result.start = matrix.start
         shape = p.shape
-        for f, s in self.fixed.items():
-            start[f] = s
-            for u in range(s, s + shape[f].units):
-                occ[u] |= 1 << f
         nodes = [n for n in self.nodes if n not in excluded]
         wdeg = self.residual_degrees(excluded) if excluded else p.wdeg
-        if self._fixed_partners is None:                # the same for every attempt
-            self._fixed_partners = fixed_partners(p)
+        if self._precolored_partners is None:                # the same for every attempt
+            self._precolored_partners = precolored_partners(p)
         ordering = order(p, nodes, wdeg, spill_retry=(mode == SPILL),
-                         partners=self._fixed_partners)
+                         partners=self._precolored_partners)
         cost = p.cost
         adj = p.adj
         plain = self.plain()
@@ -398,10 +397,7 @@ class FatPoint:
                 placed = False
                 for s, (u0, u1) in slots2:
                     if not (occ[u0] | occ[u1]) & adjn:
-                        start[n] = s
-                        bit = 1 << n
-                        occ[u0] |= bit
-                        occ[u1] |= bit
+                        matrix.assign(n, s)
                         placed = True
                         break
                 if placed:
@@ -419,18 +415,12 @@ class FatPoint:
                     s = None                         # cheaper to spill this one
                 else:
                     for m in discarded:
-                        sm = start.pop(m)
-                        bit = ~(1 << m)
-                        for u in range(sm, sm + shape[m].units):
-                            occ[u] &= bit
+                        matrix.unassign(m)
                         result.evicted.append(m)
             if s is None:
                 result.failed.append(n)
                 continue
-            start[n] = s
-            bit = 1 << n
-            for u in range(s, s + shape[n].units):
-                occ[u] |= bit
+            matrix.assign(n, s)
         result.stack = ordering.stack
         result.optimistic = sum(1 for n in nodes if ordering.list_of.get(n) in
                                 (LOWCONF, LOWLATE))
@@ -445,24 +435,23 @@ def spill_code_bytes(p: Problem, file: int) -> dict[int, float]:
     """Per node of ``file``: the bytes of spill code spilling it would add — a store per
     definition and a reload per use, each its register's width (what ``ptxas -v`` reports as
     spill stores and loads); infinite for a node that may not be spilled."""
-    from ..ir.build import width_bytes
-
-    an = p.analysis
-    regs = an.fn.regs
-    count = [0] * len(regs)
-    for ins in an.cfg.instrs:
-        for v in ins.defs:
+    prog = p.program
+    count = [0] * p.nregs
+    for defs in prog.defs:
+        for v in defs:
             count[v] += 1
-        for v in ins.uses:
+    for uses in prog.uses:
+        for v in uses:
             count[v] += 1
+    reg_bytes = p.reg_bytes
     out: dict[int, float] = {}
     for n, members in p.members.items():
         if p.shape[n].file != file:
             continue
-        if math.isinf(p.cost[n]) or n in p.fixed:
+        if math.isinf(p.cost[n]) or n in p.precolored:
             out[n] = math.inf
         else:
-            out[n] = float(sum(count[v] * width_bytes(regs, v) for v in members))
+            out[n] = float(sum(count[v] * reg_bytes[v] for v in members))
     return out
 
 
@@ -520,7 +509,7 @@ def color(p: Problem, knobs: dict[str, float] | None = None,
     threshold = int(k["RegAllocThresholdForDiscardConflicts"])
     trials = int(k["RegAllocNumNonSpillTrials"])
     result = Coloring()
-    for n, s in p.fixed.items():
+    for n, s in p.precolored.items():
         result.start[n] = s
     for file in (GPR, PRED):
         core = FatPoint(p, file, threshold)
@@ -534,11 +523,6 @@ def color(p: Problem, knobs: dict[str, float] | None = None,
         if trace is not None:
             trace.append(ClassTrace(file, attempts, best))
     return result
-
-
-def allocate(p: Problem, options) -> Coloring:
-    """The plain allocator interface: one round, knobs from ``options``."""
-    return color(p, getattr(options, "knobs", None))
 
 
 class FatpointSession(Session):
@@ -588,3 +572,21 @@ class FatpointSession(Session):
         result.extra["fatpoint_attempts"] = self.attempts
         result.extra["final_target"] = self.final_target
         result.extra["frame_bytes_saved"] = self.frame_bytes_saved
+
+
+class Fatpoint(Allocator):
+    """ptxas's allocator as a registry entry: per class, NOSPILL then guided SPILL attempts;
+    its session keeps the attempt log and compacts the spill frame."""
+
+    name = "fatpoint"
+    description = "ptxas's fat-point allocator (seed 004)"
+    coalesces = True
+
+    def color(self, problem: Problem, options) -> Coloring:
+        return color(problem, getattr(options, "knobs", None))
+
+    def open(self, fn: "Function", budget: int, options) -> Session:
+        return FatpointSession(fn, budget, options)
+
+
+register(Fatpoint())

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from ..target.units import GPR
 from ..util import bits
-from .problem import Problem
+from .api import Problem
 
 
 @dataclass
@@ -55,11 +55,10 @@ class ExcessPoints:
 def excess_points(p: Problem, file: int, floor_units: int) -> ExcessPoints:
     """Every instruction where the nodes of ``file`` that must coexist exceed
     ``floor_units``, with each node's live intervals over them."""
-    an = p.analysis
-    cfg = an.cfg
-    press = an.pressure.gpr if file == GPR else an.pressure.pred
+    prog = p.program
+    press = prog.gpr_pressure if file == GPR else prog.pred_pressure
     limit = floor_units / (2 if file == GPR else 1)
-    live_out = an.liveness.live_out
+    defs_at, uses_at, guarded = prog.defs, prog.uses, prog.guarded
     find = p.find
     shape = p.shape
     pinned = p.pinned
@@ -92,11 +91,9 @@ def excess_points(p: Problem, file: int, floor_units: int) -> ExcessPoints:
             runs[-1] = (runs[-1][0], b)
         else:
             runs.append((a, b))
-    for b in cfg.blocks:
-        first = b.first
-        instrs = b.instrs
+    for first, end, _, live_out in prog.blocks:
         # the walk can stop after the earliest excess point
-        lowest = next((k for k in range(len(instrs)) if press[first + k] > limit), None)
+        lowest = next((k for k in range(end - first) if press[first + k] > limit), None)
         if lowest is None:
             continue
         count: dict[int, int] = {}           # node -> its registers live
@@ -120,13 +117,13 @@ def excess_points(p: Problem, file: int, floor_units: int) -> ExcessPoints:
                         since[n] = len(totals)
             return added
 
-        total = enter(bits(live_out[b.id]))
-        for k in range(len(instrs) - 1, lowest - 1, -1):
-            ins = instrs[k]
+        total = enter(bits(live_out))
+        for k in range(end - first - 1, lowest - 1, -1):
+            defs = defs_at[first + k]
             if press[first + k] > limit:
                 extra = 0
                 seen = []
-                for d in ins.defs:
+                for d in defs:
                     n = node(d)
                     if n >= 0 and n not in count and n not in seen:
                         seen.append(n)
@@ -135,7 +132,7 @@ def excess_points(p: Problem, file: int, floor_units: int) -> ExcessPoints:
                     i = len(totals)
                     totals.append(total + extra)
                     out.instr.append(first + k)
-                    for v in ins.defs + ins.uses:
+                    for v in defs + uses_at[first + k]:
                         n = node(v)
                         if n >= 0 and n in count:
                             got = local_pts.setdefault(n, [])
@@ -143,8 +140,8 @@ def excess_points(p: Problem, file: int, floor_units: int) -> ExcessPoints:
                                 got.append(i)
             if k == lowest:
                 break
-            if ins.guard < 0:
-                for d in ins.defs:
+            if not guarded[first + k]:
+                for d in defs:
                     if d not in live:
                         continue
                     live.discard(d)
@@ -157,7 +154,7 @@ def excess_points(p: Problem, file: int, floor_units: int) -> ExcessPoints:
                         del count[n]
                         total -= shape[n].units
                         close(n, since.pop(n), len(totals))
-            total += enter(ins.uses)
+            total += enter(uses_at[first + k])
         end = len(totals)
         for n, a in since.items():
             close(n, a, end)
@@ -206,7 +203,7 @@ def spill_guidance(p: Problem, file: int, target_units: int,
         return []
     cost = p.cost
     shape = p.shape
-    fixed = p.fixed
+    precolored = p.precolored
     active = [1 if e > 0 else 0 for e in excess]
     tree = _Fenwick(active)
     remaining = sum(active)
@@ -228,7 +225,7 @@ def spill_guidance(p: Problem, file: int, target_units: int,
         static.append(acc)
     heap = []
     for n, runs in points.intervals.items():
-        if n in fixed or math.isinf(cost[n]):
+        if n in precolored or math.isinf(cost[n]):
             continue
         r = 0
         for a, b in runs:

@@ -52,7 +52,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..target.units import GPR
-from .problem import Problem
+from .api import Problem
 
 UNCONSTRAINED = "Unconstrained"
 VERYHIGH = "VeryHigh"
@@ -78,25 +78,25 @@ class Order:
         return self.stack[::-1]
 
 
-def constrained(p: Problem, n: int, fixed_mask: int, fixed_partner: set[int]) -> bool:
+def constrained(p: Problem, n: int, precolored_mask: int, precolored_partner: set[int]) -> bool:
     """Whether ``n`` has a constraint chain (see the module docstring)."""
     sh = p.shape[n]
-    return (p.is_group[n] or (sh.file == GPR and sh.align > 2) or bool(p.adj[n] & fixed_mask)
-            or n in fixed_partner)
+    return (p.is_group[n] or (sh.file == GPR and sh.align > 2) or bool(p.adj[n] & precolored_mask)
+            or n in precolored_partner)
 
 
-def fixed_partners(p: Problem) -> set[int]:
+def precolored_partners(p: Problem) -> set[int]:
     """Nodes joined by a copy to a precolored node: the pre-allocation candidates."""
     out: set[int] = set()
-    if not p.fixed:
+    if not p.precolored:
         return out
     for _, d, s, _ in p.moves:
         a, b = p.find(d), p.find(s)
         if a == b:
             continue
-        if a in p.fixed and b not in p.fixed:
+        if a in p.precolored and b not in p.precolored:
             out.add(b)
-        elif b in p.fixed and a not in p.fixed:
+        elif b in p.precolored and a not in p.precolored:
             out.add(a)
     return out
 
@@ -108,10 +108,10 @@ def classify(p: Problem, nodes: list[int], wdeg: dict[int, int], spill_retry: bo
     lists: dict[str, list[int]] = {name: [] for name in
                                    (UNCONSTRAINED, VERYHIGH, HIGH, LOWCONF, LOWLATE, LARGEVEC)}
     placements = placements if placements is not None else p.placements
-    fixed_mask = 0
-    for f in p.fixed:
-        fixed_mask |= 1 << f
-    partners = fixed_partners(p) if partners is None else partners
+    precolored_mask = 0
+    for f in p.precolored:
+        precolored_mask |= 1 << f
+    partners = precolored_partners(p) if partners is None else partners
     cost = p.cost
     shape = p.shape
     for n in sorted(nodes):
@@ -123,7 +123,7 @@ def classify(p: Problem, nodes: list[int], wdeg: dict[int, int], spill_retry: bo
             lists[LARGEVEC].append(n)
         elif sh.file == GPR and sh.units >= 4:
             lists[VERYHIGH].append(n)
-        elif math.isinf(cost[n]) or constrained(p, n, fixed_mask, partners):
+        elif math.isinf(cost[n]) or constrained(p, n, precolored_mask, partners):
             lists[HIGH].append(n)
         else:
             lists[UNCONSTRAINED].append(n)
@@ -143,9 +143,9 @@ def order(p: Problem, nodes: list[int], wdeg: dict[int, int] | None = None,
           spill_retry: bool = False, placements: dict[int, int] | None = None,
           partners: set[int] | None = None) -> Order:
     """Classify ``nodes`` and drain the lists onto the assignment stack; ``partners`` is
-    ``fixed_partners(p)`` when the caller has it already."""
+    ``precolored_partners(p)`` when the caller has it already."""
     wdeg = wdeg if wdeg is not None else p.wdeg
-    partners = fixed_partners(p) if partners is None else partners
+    partners = precolored_partners(p) if partners is None else partners
     lists = classify(p, nodes, wdeg, spill_retry, placements, partners)
     out = Order(lists=lists)
     stack = out.stack

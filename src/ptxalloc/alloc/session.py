@@ -1,9 +1,11 @@
 """How an allocator plugs into the driver's rounds (:mod:`driver`).
 
-A plain allocator is a function ``(Problem, Options) -> Coloring`` called once per round. An
-allocator that keeps state across the rounds of one function — seed 004's fat-point allocator
-counts its attempts and register targets, and compacts the spill frame once the slots are laid
-out — registers a :class:`Session` subclass instead; the driver opens one per function:
+The driver asks each allocator (:class:`~ptxalloc.alloc.api.Allocator`) to ``open`` a session
+per function. A plain allocator's session calls its ``color(problem, options)`` once per round
+(:class:`PlainSession`, the default). An allocator that keeps state across the rounds of one
+function — seed 004's fat-point allocator counts its attempts and register targets, and
+compacts the spill frame once the slots are laid out — returns its own :class:`Session`
+subclass:
 
 * ``color(problem, options)`` — each round, after coalescing;
 * ``slots(cfg, frame)`` — once, after the spill slots got their offsets; returns the frame size
@@ -19,8 +21,7 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:
     from ..ir.cfg import CFG
     from ..ir.module import Function
-    from .briggs import Coloring
-    from .problem import Problem
+    from .api import Coloring, Problem
 
 
 class Session:
@@ -51,10 +52,3 @@ class PlainSession(Session):
     def color(self, problem: "Problem", options) -> "Coloring":
         return self._color(problem, options)
 
-
-def open_session(entry, fn: "Function", budget: int, options) -> Session:
-    """The session for a registry entry: a Session subclass is opened for ``fn``; a plain
-    allocator function is wrapped."""
-    if isinstance(entry, type) and issubclass(entry, Session):
-        return entry(fn, budget, options)
-    return PlainSession(fn, budget, options, entry)

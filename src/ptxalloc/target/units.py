@@ -33,6 +33,10 @@ class Shape(NamedTuple):
     units: int       # consecutive units occupied
     align: int       # start unit must be a multiple of this
 
+    def mask(self, start: int) -> int:
+        """The units this shape occupies when it starts at unit ``start``, as a bitmask."""
+        return ((1 << self.units) - 1) << start
+
     @property
     def regs(self) -> float:
         """Size in 32-bit registers (16-bit values count half); predicates count one each."""
@@ -96,11 +100,10 @@ class RegFile:
         """Every placement of ``shape`` as (start unit, unit mask), lowest first."""
         got = self._placements.get(shape)
         if got is None:
-            full = (1 << shape.units) - 1
             reserved = self.reserved if shape.file == GPR else 0
-            got = [(s, full << s) for s in range(0, self.size(shape) - shape.units + 1,
-                                                   shape.align)
-                   if not (full << s) & reserved]
+            got = [(s, shape.mask(s)) for s in range(0, self.size(shape) - shape.units + 1,
+                                                     shape.align)
+                   if not shape.mask(s) & reserved]
             self._placements[shape] = got
         return got
 

@@ -1,10 +1,11 @@
-"""The fat-point allocator (seed 004) against the CICC allocator (briggs, seeds 000-002) on the
-corpus at equal budgets, and both against ptxas's own figures for the same functions at the same
-register limit (issue 6).
+"""Every registered allocator (:func:`ptxalloc.alloc.api.names`: the CICC allocator ``briggs``,
+seeds 000-002; ptxas's ``fatpoint``, seed 004; ``linear`` scan; ...) against each other on the
+corpus at equal budgets, and against ptxas's own figures for the same functions at the same
+register limit (issues 6 and 12).
 
 For every function of every corpus file ptxas accepts, at each budget K (default 15, 32, 64):
 
-* ``briggs`` and ``fatpoint`` allocate it (``allocate_function``: analysis, coalescing,
+* each allocator allocates it (``allocate_function``: analysis, coalescing,
   coloring, spill rounds, output; no parsing, no checker) — registers used, spill bytes (stores +
   loads), moves left (copies of the input that survive), and the CPU seconds of the allocation
   (``time.process_time`` in the worker, so that other load on the machine does not count);
@@ -15,16 +16,17 @@ For every function of every corpus file ptxas accepts, at each budget K (default
   (ptxas does not go below the registers its ABI needs, so at K = 15 it may report more than
   15; it reports no figures for a ``.func`` it inlined or dropped).
 
-Two tables: briggs and fat-point over every function both allocated, then all three columns
-over the functions ptxas reports.
+Two tables: the allocators over every function all of them allocated, then the same columns and
+ptxas over the functions ptxas reports; then each pair of allocators compared (spill bytes and
+speed of one against the other).
 
 Totals are over the functions every column of the table allocated (a function an allocator
 refuses — an instruction needing more than K registers at once — is counted apart). Targets (reported,
 not asserted): fat-point spill bytes within 10 % of briggs's at equal budgets, and fat-point
 faster than briggs.
 
-    python3 bench/fatpoint_vs_briggs.py [--budgets 15,32,64] [--files N] [--jobs N]
-                                        [--no-ptxas] [--knob NAME=VALUE ...]
+    PYTHONPATH=src python3 bench/compare_allocators.py [--budgets 15,32,64] [--files N]
+        [--jobs N] [--allocators briggs,fatpoint,...] [--no-ptxas] [--knob NAME=VALUE ...]
 """
 
 from __future__ import annotations
@@ -37,10 +39,9 @@ from concurrent.futures import ProcessPoolExecutor
 
 from common import corpus_root, manifest, ptxas_budget_flags
 
-ALLOCATORS = ("briggs", "fatpoint")
 
-
-def measure(rel: str, arch: str, budgets: list[int], knobs: dict, with_ptxas: bool) -> dict:
+def measure(rel: str, arch: str, budgets: list[int], knobs: dict, with_ptxas: bool,
+            allocators: list[str]) -> dict:
     """Every figure of one corpus file: {K: {function: {column: row}}} plus refusals."""
     from ptxalloc import ptxas
     from ptxalloc.alloc.driver import Options, allocate_function
@@ -58,7 +59,7 @@ def measure(rel: str, arch: str, budgets: list[int], knobs: dict, with_ptxas: bo
         rows: dict = {}
         for fn in module.functions:
             got = {}
-            for alloc in ALLOCATORS:
+            for alloc in allocators:
                 opts = Options(allocator=alloc, knobs=dict(knobs) if alloc == "fatpoint" else {})
                 t = time.process_time()
                 try:
@@ -88,11 +89,18 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=0, help="only the first N files")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--no-ptxas", action="store_true")
+    ap.add_argument("--allocators", help="comma-separated (default: every registered one)")
     ap.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
                     help="a fat-point knob (repeatable)")
     a = ap.parse_args()
+    from ptxalloc.alloc import api
     from ptxalloc.alloc.knobs import parse_knobs
     knobs = parse_knobs(a.knob)
+    allocators = a.allocators.split(",") if a.allocators else api.names()
+    unknown = [x for x in allocators if x not in api.names()]
+    if unknown:
+        raise SystemExit(f"unknown allocator(s) {', '.join(unknown)} "
+                         f"(known: {', '.join(api.names())})")
     budgets = [int(b) for b in a.budgets.split(",")]
     files = [f for f in manifest() if f["ptxas"]["ok"]]
     if a.files:
@@ -101,7 +109,7 @@ def main() -> int:
     results = []
     with ProcessPoolExecutor(max_workers=a.jobs) as ex:
         futures = [ex.submit(measure, f["path"], f["ptxas_arch"], budgets, knobs,
-                             not a.no_ptxas) for f in files]
+                             not a.no_ptxas, allocators) for f in files]
         for fu in futures:
             results.append(fu.result())
     wall = time.perf_counter() - t0
@@ -112,21 +120,21 @@ def main() -> int:
     head = (f"{'K':>4} {'allocator':<9} {'functions':>9} {'refused':>7} {'registers':>9} "
             f"{'spill bytes':>11} {'moves left':>10} {'CPU s':>8}")
     summary = []
-    for title, cols in (("every function both allocators allocated", list(ALLOCATORS)),
+    for title, cols in (("every function every allocator allocated", list(allocators)),
                         ("the functions ptxas reports (its figures at -maxrregcount=K)",
-                         list(ALLOCATORS) + ["ptxas"])):
+                         list(allocators) + ["ptxas"])):
         if "ptxas" in cols and not with_ptxas:
             continue
         print(title + ":")
         print(head)
         print("-" * len(head))
         for k in budgets:
-            refused = {c: 0 for c in ALLOCATORS}
+            refused = {c: 0 for c in allocators}
             tot = {c: {"n": 0, "registers": 0, "spill": 0, "moves_left": 0, "cpu": 0.0}
                    for c in cols}
             for res in results:
                 for name, got in res[k].items():
-                    for c in ALLOCATORS:
+                    for c in allocators:
                         if got.get(c) is None:
                             refused[c] += 1
                     if any(got.get(c) is None for c in cols):
@@ -147,15 +155,22 @@ def main() -> int:
                 print(f"{k:>4} {c:<9} {t['n']:>9} {ref} {t['registers']:>9} {t['spill']:>11} "
                       f"{moves} {cpu}")
             if "ptxas" not in cols:
-                b, f = tot["briggs"], tot["fatpoint"]
-                delta = (f["spill"] - b["spill"]) / b["spill"] * 100 if b["spill"] else 0.0
-                speed = b["cpu"] / f["cpu"] if f["cpu"] else float("nan")
-                summary.append((k, delta, speed))
+                for i, x in enumerate(allocators):
+                    for y in allocators[i + 1:]:
+                        bx, by = tot[x], tot[y]
+                        delta = ((by["spill"] - bx["spill"]) / bx["spill"] * 100
+                                 if bx["spill"] else 0.0)
+                        speed = bx["cpu"] / by["cpu"] if by["cpu"] else float("nan")
+                        summary.append((x, y, k, delta, speed))
             print()
-    print("fat-point against briggs (targets: spill bytes within +10 %, faster):")
-    for k, d, s in summary:
-        print(f"  K = {k:>3}: spill bytes {d:+.1f} % ({'met' if d <= 10 else 'MISSED'}), "
-              f"speed {s:.2f}x briggs ({'met' if s > 1 else 'MISSED'})")
+    print("each allocator against each other (spill bytes of the second against the first, "
+          "speed of the second in times the first's):")
+    for x, y, k, d, s in summary:
+        target = ""
+        if (x, y) == ("briggs", "fatpoint"):        # issue 6's targets
+            target = (f" [targets: spill {'met' if d <= 10 else 'MISSED'}, "
+                      f"speed {'met' if s > 1 else 'MISSED'}]")
+        print(f"  {y} against {x}, K = {k:>3}: spill bytes {d:+.1f} %, speed {s:.2f}x{target}")
     return 0
 
 

@@ -1,0 +1,112 @@
+"""Record, then compare, a snapshot of allocations: proof that a refactoring changed nothing.
+
+    PYTHONPATH=src python3 bench/same_allocations.py record /tmp/arch-ref
+    PYTHONPATH=src python3 bench/same_allocations.py compare /tmp/arch-ref
+
+For every ``tests/data/*.ptx``, ``tests/data/hand/*.ptx``, ``examples/*.ptx`` and every 10th
+corpus file under 300 KB (sorted by path), each allocator in ``--allocators`` (default briggs
+and fatpoint) and each budget in 15, 64 and 255 it runs the command
+``ptxalloc allocate F --registers K --allocator A -o OUT --json OUT.json`` (in process, through
+``cli.main``) and keeps the PTX, the report (wall-clock times removed) and the exit status and
+message. ``compare`` runs the same again into a scratch directory and lists every output that
+differs byte for byte; it exits 1 when any does. The snapshot itself is not part of the repo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import REPO, corpus_root  # noqa: E402
+
+BUDGETS = (15, 64, 255)
+
+
+def inputs() -> list[Path]:
+    files = sorted((REPO / "tests" / "data").glob("*.ptx"))
+    files += sorted((REPO / "tests" / "data" / "hand").glob("*.ptx"))
+    files += sorted((REPO / "examples").glob("*.ptx"))
+    root = corpus_root()
+    if root is not None:
+        corpus = sorted(p for p in root.rglob("*.ptx") if p.stat().st_size < 300_000)
+        files += corpus[::10]
+    return files
+
+
+def _untimed(value):
+    """The report without wall-clock figures, which differ from run to run."""
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items()
+                if not (k == "seconds" or k.endswith("_seconds"))}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return value
+
+
+def _stem(path: Path) -> str:
+    try:
+        rel = path.relative_to(REPO)
+    except ValueError:
+        rel = Path("corpus") / path.relative_to(corpus_root())
+    return str(rel).replace("/", "__")
+
+
+def run_all(out: Path, allocators: list[str]) -> None:
+    from ptxalloc import cli
+
+    out.mkdir(parents=True, exist_ok=True)
+    for f in inputs():
+        for alloc in allocators:
+            for k in BUDGETS:
+                base = out / f"{_stem(f)}.{alloc}.{k}"
+                ptx, rep = base.with_suffix(base.suffix + ".ptx"), base.with_suffix(
+                    base.suffix + ".json")
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                    rc = cli.main(["allocate", str(f), "--registers", str(k), "--allocator",
+                                   alloc, "-o", str(ptx), "--json", str(rep)])
+                if rep.exists():
+                    rep.write_text(json.dumps(_untimed(json.loads(rep.read_text())),
+                                              indent=1, sort_keys=True) + "\n")
+                base.with_suffix(base.suffix + ".status").write_text(
+                    f"{rc}\n{err.getvalue()}")
+        print(f"{f.name}", flush=True)
+
+
+def compare(ref: Path, new: Path) -> list[str]:
+    names = sorted({p.name for p in ref.iterdir()} | {p.name for p in new.iterdir()})
+    diffs = []
+    for n in names:
+        a, b = ref / n, new / n
+        if not a.exists() or not b.exists() or a.read_bytes() != b.read_bytes():
+            diffs.append(n)
+    return diffs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mode", choices=["record", "compare"])
+    ap.add_argument("snapshot", type=Path)
+    ap.add_argument("--allocators", default="briggs,fatpoint")
+    args = ap.parse_args()
+    allocators = args.allocators.split(",")
+    if args.mode == "record":
+        run_all(args.snapshot, allocators)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="same-alloc-") as tmp:
+        run_all(Path(tmp), allocators)
+        diffs = compare(args.snapshot, Path(tmp))
+    for d in diffs:
+        print(f"DIFFERS: {d}")
+    print(f"{len(diffs)} output(s) differ")
+    return 1 if diffs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
