@@ -16,6 +16,8 @@ bugs
   refused_valid     ptxas accepts, ptxalloc exits 2 (not for an impossible budget)
   proof_failure     exit 1: the allocation failed its own proof
   silent_accept     ptxas rejects, ptxalloc exits 0 with nothing on stderr
+  missed_function   ptxas accepts and compiles a function that ptxalloc (exit 0) did not
+                    allocate: a silent mis-parse (a one-line module is all ``.version``)
   output_rejected   ptxas accepts the input and rejects ptxalloc's output
 fine
   allocated         ptxas accepts, ptxalloc allocates and ptxas assembles the output
@@ -26,13 +28,14 @@ fine
 
 Counts are printed per class, per operator, with rates; each bug-class mutant is written to
 ``--out`` with a comment header (class, operator, source, seed, index and the commands that
-reproduce it). A run is a pure function of its seed (and the sources), whatever ``--jobs``.
+reproduce it); ``--out``/results.jsonl has one line per mutant. A run is a pure function of its seed (and the sources), whatever ``--jobs``.
 """
 
 from __future__ import annotations
 
 import argparse
 import fnmatch
+import json
 import os
 import re
 import subprocess
@@ -51,7 +54,7 @@ from common import corpus_root, manifest                      # noqa: E402
 from ptxalloc import ptxas                                    # noqa: E402
 
 BUGS = ("internal_error", "hang", "refused_valid", "proof_failure", "silent_accept",
-        "output_rejected")
+        "missed_function", "output_rejected")
 FINE = ("allocated", "impossible_budget", "rejected_both", "accepted_warned", "ptxas_timeout")
 _NEEDS = re.compile(r"needs (\d+(?:\.\d+)?) registers at once")
 _TARGET = re.compile(r"^[ \t]*\.target[ \t]+(\w+)", re.M)
@@ -93,7 +96,7 @@ def _run_settings(seed: int, index: int) -> tuple[int, str]:
 
 
 def classify(ptxas_ok: bool | None, rc: int | None, stderr: str, budget: int,
-             output_ok: bool | None) -> str:
+             output_ok: bool | None, missed: set[str] = frozenset()) -> str:
     if ptxas_ok is None:
         return "ptxas_timeout"
     if rc is None:
@@ -109,6 +112,8 @@ def classify(ptxas_ok: bool | None, rc: int | None, stderr: str, budget: int,
         return "impossible_budget" if m and float(m.group(1)) > budget else "refused_valid"
     if not ptxas_ok:
         return "accepted_warned" if stderr.strip() else "silent_accept"
+    if missed:
+        return "missed_function"
     return "allocated" if output_ok in (True, None) else "output_rejected"
 
 
@@ -129,12 +134,13 @@ def run_one(seed: int, index: int, timeout: float, check_output: bool, out_dir: 
     with tempfile.TemporaryDirectory(prefix="ptxalloc-fuzz-") as tmp:
         src = os.path.join(tmp, f"mutant_{index}.ptx")
         dst = os.path.join(tmp, "out.ptx")
+        report_json = os.path.join(tmp, "report.json")
         with open(src, "wb") as f:
             f.write(fm.to_bytes(mutant.text))
         r = ptxas.assemble_file(src, arch, timeout=timeout)
         ptxas_ok = None if r.output == "ptxas timed out" else r.ok
         cmd = [sys.executable, "-m", "ptxalloc", "allocate", src, "--registers", str(budget),
-               "--allocator", allocator, "-o", dst]
+               "--allocator", allocator, "-o", dst, "--json", report_json]
         env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
         env.pop("PTXALLOC_DEBUG", None)
         try:
@@ -142,10 +148,16 @@ def run_one(seed: int, index: int, timeout: float, check_output: bool, out_dir: 
             rc, stderr = proc.returncode, proc.stderr.decode("utf-8", "replace")
         except subprocess.TimeoutExpired:
             rc, stderr = None, f"timed out after {timeout:g} s"
-        output_ok = None
-        if check_output and rc == 0 and ptxas_ok:
-            output_ok = ptxas.assemble_file(dst, arch, timeout=timeout).ok
-    verdict = classify(ptxas_ok, rc, stderr, budget, output_ok)
+        output_ok, missed = None, set()
+        if rc == 0 and ptxas_ok:
+            with open(report_json) as f:
+                allocated = {row["name"] for row in json.load(f)["functions"]}
+            missed = set(r.functions) - allocated
+            if check_output:
+                output_ok = ptxas.assemble_file(dst, arch, timeout=timeout).ok
+    verdict = classify(ptxas_ok, rc, stderr, budget, output_ok, missed)
+    if missed:
+        stderr += f"\nnot allocated: {', '.join(sorted(missed)[:5])}"
     message = stderr.strip().splitlines()[-1][:300] if stderr.strip() else ""
     saved = None
     if verdict in BUGS:
@@ -178,7 +190,8 @@ def report(results: list[dict], wall: float, jobs: int) -> None:
     for r in results:
         per_op[r["operator"]][r["verdict"]] += 1
     short = {"internal_error": "internal", "refused_valid": "refused", "proof_failure": "proof",
-             "silent_accept": "silent", "output_rejected": "out_rej"}
+             "silent_accept": "silent", "missed_function": "missed",
+             "output_rejected": "out_rej"}
     cols = list(BUGS)
     print(f"\n{'operator':24}{'n':>6}" + "".join(f"{short.get(c, c):>10}" for c in cols)
           + f"{'bug rate':>10}")
@@ -246,6 +259,10 @@ def main(argv: list[str] | None = None) -> int:
                       f" -> {r['saved']}", flush=True)
             if done % 250 == 0:
                 print(f"... {done} mutants, {time.monotonic() - start:.0f} s", flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "results.jsonl"), "w") as f:
+        for r in results:
+            f.write(json.dumps(r) + "\n")
     print()
     report(results, time.monotonic() - start, args.jobs)
     return 0

@@ -69,11 +69,19 @@ def _splice(text: str, start: int, end: int, new: str) -> str:
     return text[:start] + new + text[end:]
 
 
+_NOT_CODE = re.compile(r'"[^"\n]*"|//[^\n]*|/\*.*?\*/', re.S)
+_LINE_DIRECTIVE = re.compile(r"^[ \t]*\.(?:loc|file|pragma|section)\b[^\n]*", re.M)
+
+
 def _boundary(text: str, rng: random.Random) -> int | None:
-    """A position between two tokens (where whitespace or punctuation is)."""
+    """A position between two tokens (where whitespace or punctuation is) in code: not inside
+    a comment, a string or a line directive (``.loc``, ``.file`` ...), so that what is inserted
+    there keeps the meaning of the program."""
+    spans = [m.span() for p in (_NOT_CODE, _LINE_DIRECTIVE) for m in p.finditer(text)]
     for _ in range(20):
         i = rng.randrange(len(text) + 1) if text else 0
-        if 0 < i < len(text) and (text[i - 1] in " \t\n,;[]{}()" or text[i] in " \t\n,;[]{}()"):
+        if 0 < i < len(text) and (text[i - 1] in " \t\n,;[]{}()" or text[i] in " \t\n,;[]{}()") \
+                and not any(a < i <= b for a, b in spans):
             return i
     return None
 
@@ -99,21 +107,28 @@ def _body_lines(lines: list[str]) -> list[int]:
 
 # --- the operators -----------------------------------------------------------------------------
 
+def _strip_line_comment(line: str) -> str:
+    return _LINE_COMMENT.sub(lambda m: m.group(0) if m.group(0).startswith('"') else "", line)
+
+
 def join_lines(text: str, rng: random.Random) -> str | None:
-    """Several statements or directives on one line."""
+    """Several statements or directives on one line (the ``//`` comments of all but the last
+    dropped, so the program means what it meant)."""
     lines = _lines(text)
     if len(lines) < 3:
         return None
     start = rng.randrange(len(lines) - 1)
     count = rng.randint(2, 8)
-    joined = " ".join(line.strip() for line in lines[start:start + count])
+    run = lines[start:start + count]
+    joined = " ".join([_strip_line_comment(line).strip() for line in run[:-1]]
+                      + [run[-1].strip()])
     return "\n".join(lines[:start] + [joined] + lines[start + count:])
 
 
 def minify(text: str) -> str | None:
-    """The whole module on one line: comments (outside strings) dropped, whitespace squeezed."""
-    code = _LINE_COMMENT.sub(lambda m: m.group(0) if m.group(0).startswith('"') else "", text)
-    return re.sub(r"\s+", " ", code).strip() + "\n"
+    """The whole module on one line: ``//`` comments (outside strings) dropped, whitespace
+    squeezed."""
+    return re.sub(r"\s+", " ", _strip_line_comment(text)).strip() + "\n"
 
 
 def minify_module(text: str, rng: random.Random) -> str | None:
@@ -312,6 +327,10 @@ def nest_scopes(text: str, rng: random.Random) -> str | None:
     return "\n".join(lines[:first] + ["{" * depth] + lines[first:last + 1] + ["}" * depth]
                      + lines[last + 1:])
 
+
+# operators whose mutant means what its source meant (ptxas agrees on every corpus file):
+# ptxalloc must allocate it as it allocates the source
+MEANING_PRESERVING = ("join_lines", "minify_module", "split_whitespace", "insert_comment")
 
 OPERATORS = {op.__name__: op for op in (
     join_lines, minify_module, split_whitespace, insert_comment, delete_line, delete_token,
