@@ -12,17 +12,13 @@ internal error (exit 3), not fail its own proof (exit 1), answer a refusal with 
 For the operators that keep a program's meaning (statements joined on a line, the module
 minified, whitespace and comments between tokens: ``fuzz_mutations.MEANING_PRESERVING``),
 ptxalloc must also allocate the mutant exactly as it allocates the source: exit 0 and the same
-functions. Known open bug (the parser fixes of issue 11 are under way): a ``.version``,
-``.target``, ``.address_size``, ``.loc`` or ``.file`` directive followed by more PTX on the same
-line is read to the end of the line, so the rest is lost (a minified module allocates no
-function at all and exits 0) or refused. Mutants that have such a line and fail are xfailed
-with that reason; every other failure fails.
+functions (before the token parser, a directive followed by more PTX on its line lost the
+rest of the line: a minified module allocated no function and exited 0).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import signal
 import sys
 from functools import lru_cache
@@ -38,17 +34,6 @@ INPUTS = ["hand/diamond.ptx", "hand/scopes.ptx", "hand/brx.ptx", "abi/fib.ptx",
 MUTANTS_PER_OPERATOR = 4
 SEED = 11
 TIME_CAP_S = 30
-
-# a line directive with more PTX after it on the same line (the open parser bug)
-_DIRECTIVE_THEN_MORE = re.compile(
-    r"(?:^|[\s;{}:])\.(?:version|target|address_size|loc|file)\b(?P<rest>[^\n]*)", re.M)
-KNOWN_ONE_LINE_BUG = ("open bug (issue 11): a .version/.target/.address_size/.loc/.file "
-                      "directive is read to the end of its line, losing the PTX after it")
-
-
-def has_directive_then_more(text: str) -> bool:
-    return any(re.search(r"[;{}]|\s\.[a-z]", m.group("rest"))
-               for m in _DIRECTIVE_THEN_MORE.finditer(text))
 
 
 @lru_cache(maxsize=1)
@@ -133,9 +118,6 @@ def test_meaning_preserving_mutant_allocates_like_its_source(operator, index, tm
     rc, err, rows = allocate(write(tmp_path, m), tmp_path, budget, allocator, capsys)
     what = f"{operator} of {m.source} (K = {budget}, {allocator})"
     check_outcome(rc, err, rows, what)
-    same = rc == 0 and sorted(r["name"] for r in rows) == sorted(r["name"] for r in rows0)
-    if not same and has_directive_then_more(m.text):
-        pytest.xfail(KNOWN_ONE_LINE_BUG)
     assert rc == 0, f"{what}: refused a program that means what its source means: {err}"
     assert sorted(r["name"] for r in rows) == sorted(r["name"] for r in rows0), what
 
@@ -159,10 +141,6 @@ def test_time_cap_stops_a_runaway_allocation(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.corpus
-@pytest.mark.xfail(strict=False, raises=TimeCap, reason=(
-    "open bug (issue 11): a function missing its '}' sends the body-statement regex of "
-    "ptx/parser.py into catastrophic backtracking over the functions after it (bfs.ptx: "
-    "minutes; 5 small functions with a trailing '// comment' after their '}': over 100 s)"))
 def test_function_missing_its_closing_brace_is_refused_quickly(tmp_path, capsys, monkeypatch):
     """The hang the fuzzer found (delete_close_brace of thrust/bfs.ptx): the first function's
     '}' deleted. ptxas refuses the file at once; ptxalloc must refuse it too, within 5 s."""
