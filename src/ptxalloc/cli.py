@@ -189,6 +189,10 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     if args.json:
         outputs.append((args.json, json.dumps(result.report(), indent=2) + "\n"))
     write_outputs(outputs)
+    for fr in result.functions:
+        for warning in fr.warnings:
+            print(f"ptxalloc: {module.filename}: function '{fr.name}': warning: {warning}",
+                  file=sys.stderr)
     if args.verbose:
         on_stdout = any(p == STDIO or own_descriptor(p) == 1 for p, _ in outputs)
         info = sys.stderr if on_stdout else sys.stdout

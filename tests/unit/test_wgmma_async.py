@@ -11,6 +11,8 @@ kernel: 58 registers.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import DATA, assert_verified
@@ -102,3 +104,18 @@ def test_checker_rejects_a_serialize_that_is_not_a_plain_wait():
     assert bad != res.ptx
     with pytest.raises(Exception, match="serialize"):
         verify_module_text(module, bad, res.functions)
+
+
+def test_serialization_warning_reaches_stderr_and_the_report_without_verbose(tmp_path, capsys):
+    """The serialization changes the program's asynchrony: like ptxas's warning it is printed
+    on stderr by a plain ``allocate`` (no ``-v``) and listed in the JSON report."""
+    from ptxalloc.cli import main
+
+    out, report = tmp_path / "o.ptx", tmp_path / "r.json"
+    rc = main(["allocate", str(HAND), "--registers", "28", "-o", str(out),
+               "--json", str(report)])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "function 'four_groups': warning: wgmma.mma_async instructions are serialized" in err
+    (row,) = json.loads(report.read_text())["functions"]
+    assert any(w.startswith("wgmma.mma_async instructions are serialized") for w in row["warnings"])

@@ -98,8 +98,15 @@ class FunctionResult:
             "max_live_legalized", "spill_stores_bytes", "spill_loads_bytes", "stack_frame_bytes", "spilled_values",
             "rematerialized", "moves", "moves_coalesced", "rounds", "verified")}
         row["seconds"] = {k: round(v, 6) for k, v in self.seconds.items()}
+        row["warnings"] = self.warnings
         row.update(self.extra)
         return row
+
+    @property
+    def warnings(self) -> list[str]:
+        """The notes that warn (a changed program: wgmma groups serialized), without the
+        ``warning: `` prefix; the CLI prints them on stderr whatever ``-v`` says."""
+        return [n[len("warning: "):] for n in self.notes if n.startswith("warning: ")]
 
 
 def _max_live_as_written(fn: Function) -> int:
