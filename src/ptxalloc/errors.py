@@ -28,7 +28,8 @@ class PtxSyntaxError(PtxallocError):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        return f"{self.filename}:{self.line}:{self.column}: syntax error: {self.message}"
+        where = f"{self.filename}:{self.line}:{self.column}" if self.line else self.filename
+        return f"{where}: syntax error: {self.message}"
 
     def snippet(self) -> str:
         """The offending line with a caret under the column."""

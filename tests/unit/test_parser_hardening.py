@@ -111,6 +111,25 @@ def test_cli_prints_the_no_function_warning(tmp_path, capsys):
     assert "PTX 8.0 sm_80, 0 function(s)" in out
 
 
+@pytest.mark.parametrize("header,missing", [
+    (".target sm_80\n.address_size 64\n", ".version"),
+    (".version 8.0\n.address_size 64\n", ".target"),
+])
+def test_module_without_version_or_target_warns(header, missing, tmp_path, capsys):
+    """ptxas rejects a module without .version or .target; the fuzzer found both allocated
+    silently. A warning names the missing directive; --strict makes it an error without a
+    meaningless line 0."""
+    text = header + ".visible .entry k() { ret; }\n"
+    m = parse(text, "m.ptx")
+    assert [str(w) for w in m.warnings] == [
+        f"m.ptx: warning: no {missing} directive (ptxas requires one)"]
+    p = tmp_path / "m.ptx"
+    p.write_text(text)
+    assert main(["allocate", "--strict", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"ptxalloc: {p}: syntax error: no {missing} directive (ptxas requires one)\n"
+
+
 # --- linear time ------------------------------------------------------------------------------
 
 

@@ -1014,6 +1014,10 @@ def _parse(text: str, filename: str, roles: bool = True) -> Module:
             pos = end
             continue
         raise src.error(f"unexpected '{text[pos:pos + 20].split()[0]}' at module scope", pos)
+    if not module.version:
+        src.warnings.append(Diagnostic("no .version directive (ptxas requires one)", filename))
+    if not module.target:
+        src.warnings.append(Diagnostic("no .target directive (ptxas requires one)", filename))
     if not any(type(it) is Function for it in items):
         src.warnings.append(Diagnostic("no function in the module", filename))
     module.warnings = src.warnings
