@@ -138,6 +138,7 @@ def _convention_figures(module, fn, sm, budget: int) -> dict | None:
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from .analysis import analyze_function
+    from .analysis.sources import source_files
     from .pipeline import fixed_budgets
     from .report.analysis_report import format_text, function_row
     from .target.sm import profile_for_module
@@ -148,11 +149,12 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     budgets = fixed_budgets(module, sm, registers, _maxrregcount(args.maxrregcount),
                             args.override_directive_values)
     rows = []
+    files = source_files(module)
     for fn in _select(module, args.function):
         limit = budgets[fn.name]
         rows.append(function_row(analyze_function(fn, sm), sm, limit.registers,
                                  convention=_convention_figures(module, fn, sm, limit.registers),
-                                 budget_from=limit.source))
+                                 budget_from=limit.source, files=files, lines=args.lines))
     if args.json:
         print(json.dumps({"functions": rows}, indent=2))
     else:
@@ -251,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--registers", metavar="K", help="a budget to report occupancy for, 1..255 "
                    "or 'seed' (default: ptxas's register limit per function)")
     _add_ptxas_flags(p)
+    p.add_argument("--lines", action="store_true", help="registers and predicates live at "
+                   "every PTX line, the most per source line (.loc/.file), a histogram")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     _strict_option(p)
     p.set_defaults(run=_cmd_analyze)
