@@ -105,6 +105,25 @@ def _budget(text: str | None, allow_auto: bool = False) -> int | str | None:
     return k
 
 
+def _count_or_all(text: str | None, option: str, low: int, high: int | None,
+                  allow_all: bool = True) -> int | None:
+    """A count option (``all``: None, where allowed); None when absent."""
+    from .errors import UsageError
+
+    if text is None or (allow_all and text == "all"):
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = None
+    if n is None or n < low or (high is not None and n > high):
+        raise UsageError(f"{option} must be "
+                         + (f"a number from {low} to {high}" if high is not None else
+                            f"a number from {low} up")
+                         + (" or all" if allow_all else "") + f", not '{text}'")
+    return n
+
+
 def _maxrregcount(text: str | None) -> int | None:
     from .errors import UsageError
 
@@ -144,6 +163,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     from .target.sm import profile_for_module
 
     registers = _budget(args.registers)
+    peak_values = _count_or_all(args.peak_values, "--peak-values", 0, None)
+    block = _count_or_all(args.block_size, "--block-size", 1, 1024, allow_all=False)
     module = _load(args)
     sm = profile_for_module(args.arch, module)
     budgets = fixed_budgets(module, sm, registers, _maxrregcount(args.maxrregcount),
@@ -154,11 +175,12 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         limit = budgets[fn.name]
         rows.append(function_row(analyze_function(fn, sm), sm, limit.registers,
                                  convention=_convention_figures(module, fn, sm, limit.registers),
-                                 budget_from=limit.source, files=files, lines=args.lines))
+                                 budget_from=limit.source, files=files, lines=args.lines,
+                                 block=block))
     if args.json:
         print(json.dumps({"functions": rows}, indent=2))
     else:
-        print(format_text(rows, sm, module.filename))
+        print(format_text(rows, sm, module.filename, peak_values))
     return 0
 
 
@@ -255,6 +277,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ptxas_flags(p)
     p.add_argument("--lines", action="store_true", help="registers and predicates live at "
                    "every PTX line, the most per source line (.loc/.file), a histogram")
+    p.add_argument("--peak-values", metavar="N|all", default="12", help="how many of the "
+                   "values live at the peak the text lists (default 12; JSON has all)")
+    p.add_argument("--block-size", metavar="THREADS", help="threads per block for occupancy "
+                   "and what to change (default: .reqntid/.maxntid, else 256)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     _strict_option(p)
     p.set_defaults(run=_cmd_analyze)

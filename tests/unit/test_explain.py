@@ -74,3 +74,56 @@ def test_file_names_resolved_on_nvcc_output(capsys):
     heights = [p["registers"] for p in r["peaks"]]
     assert heights == sorted(heights, reverse=True) and len(heights) <= 5
     assert len({p["first_ptx_line"] for p in r["peaks"]}) == len(heights)
+
+
+def test_peak_values_match_a_hand_count(capsys):
+    r = analyze_json(capsys, HAND)["functions"][0]
+    pk = r["peak"]
+    assert pk["line"] == 25                 # the first instruction of the 5-register plateau
+    vals = {v["name"]: v for v in pk["values"]}
+    # live across (instructions whose live-after set or definitions hold it), next use from
+    # the peak (instruction 4), by hand
+    assert {n: (v["live_instructions"], v["next_use_distance"], v["registers"])
+            for n, v in vals.items()} == {"%rd1": (7, 3, 2), "%r1": (4, 1, 1),
+                                          "%r3": (3, 2, 1), "%r4": (2, 1, 1)}
+    assert not any(v["rematerializable"] for v in vals.values())
+    groups = [(g["source"]["line"], g["registers"], g["values"]) for g in pk["groups"]]
+    assert groups == [(3, 2, ["%rd1"]), (4, 1, ["%r1"]), (5, 1, ["%r3"]), (9, 1, ["%r4"])]
+    # 5 registers at 256 threads: warps are the limit, no step to take
+    assert r["what_to_change"]["next_step"] is None
+
+
+def test_what_to_change_reaches_the_next_occupancy_step(capsys):
+    from ptxalloc.target.occupancy import occupancy
+    from ptxalloc.target.sm import profile_for
+
+    sm = profile_for("sm_80")
+    rows = analyze_json(capsys, DATA / "pressure_sm80.ptx", "--block-size", "256")["functions"]
+    stepped = [r for r in rows if r["what_to_change"]["next_step"]]
+    assert stepped
+    for r in stepped:
+        c = r["what_to_change"]
+        assert c["block_size"] == 256 and c["block_from"] == "--block-size"
+        now, step = r["max_live"]["registers"], c["next_step"]["registers"]
+        # the next step is the most registers that raise occupancy
+        assert occupancy(sm, step, 256).warps_per_sm > occupancy(sm, now, 256).warps_per_sm
+        assert occupancy(sm, step + 1, 256).warps_per_sm == occupancy(sm, now, 256).warps_per_sm
+        assert c["next_step"]["shed"] == now - step
+        if c["enough"]:
+            assert sum(x["registers"] for x in c["candidates"]) >= now - step
+        costs = {v["name"]: v for v in r["peak"]["values"]}
+        for x in c["candidates"]:
+            v = costs.get(x["name"])
+            if v is not None:
+                assert x["cost"] == (v["remat_cost"] if x["action"] == "rematerialize"
+                                     else v["spill_cost"])
+
+
+def test_peak_values_all_and_block_size_errors(capsys):
+    assert main(["analyze", str(DATA / "pressure_sm80.ptx"), "--peak-values", "all"]) == 0
+    out = capsys.readouterr().out
+    assert "more (--peak-values all)" not in out
+    assert main(["analyze", str(DATA / "pressure_sm80.ptx"), "--peak-values", "2"]) == 0
+    assert "more (--peak-values all)" in capsys.readouterr().out
+    assert main(["analyze", str(HAND), "--block-size", "0"]) == 2
+    assert "--block-size must be a number from 1 to 1024, not '0'" in capsys.readouterr().err

@@ -96,10 +96,15 @@ def line_pressure(cfg, pressure, files: dict[int, str], max_peaks: int = 5) -> L
 
 
 def distinct_peaks(lines: list[LineFigure], count: int) -> list[dict]:
-    """The ``count`` highest plateaus of the line sequence (highest first, then earliest):
-    ``{"registers", "first_ptx_line", "last_ptx_line", "source"}``."""
+    """The ``count`` highest distinct peaks of the line sequence (highest first, then
+    earliest): ``{"registers", "first_ptx_line", "last_ptx_line", "source"}``.
+
+    A plateau (consecutive lines at one pressure, both neighbours lower) is a candidate; two
+    neighbouring candidates are one peak unless the pressure between them drops by at least
+    :func:`dip` below the lower of the two (a saw-tooth 74, 73, 74, 73 is one peak). The merged
+    peak spans both and keeps the location of its first highest plateau."""
     n = len(lines)
-    peaks = []
+    found = []                  # [height, first index, last index, index of the top]
     i = 0
     while i < n:
         j = i
@@ -109,8 +114,27 @@ def distinct_peaks(lines: list[LineFigure], count: int) -> list[dict]:
         left = lines[i - 1].registers if i > 0 else -1
         right = lines[j + 1].registers if j + 1 < n else -1
         if left < height and right < height:
-            peaks.append({"registers": height, "first_ptx_line": lines[i].ptx_line,
-                          "last_ptx_line": lines[j].ptx_line, "source": lines[i].source})
+            found.append([height, i, j, i])
         i = j + 1
+    merged: list[list[int]] = []
+    for pk in found:
+        if merged:
+            last = merged[-1]
+            valley = min(x.registers for x in lines[last[2] + 1:pk[1]])
+            if valley > min(last[0], pk[0]) - dip(min(last[0], pk[0])):
+                if pk[0] > last[0]:
+                    last[0], last[3] = pk[0], pk[3]
+                last[2] = pk[2]
+                continue
+        merged.append(pk)
+    peaks = [{"registers": h, "first_ptx_line": lines[a].ptx_line,
+              "last_ptx_line": lines[b].ptx_line, "source": lines[top].source}
+             for h, a, b, top in merged]
     peaks.sort(key=lambda p: (-p["registers"], p["first_ptx_line"]))
     return peaks[:count]
+
+
+def dip(height: int) -> int:
+    """How far pressure must drop between two peaks of ``height`` for them to be distinct:
+    10 % of it, at least 2 registers."""
+    return max(2, height // 10)
