@@ -193,6 +193,7 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     from .files import STDIO, check_paths, own_descriptor, write_outputs
     from .pipeline import allocate_module
     from .report.allocation_report import verbose_lines
+    from .report.spill_report import spill_lines
 
     budget = _budget(args.registers, allow_auto=True)
     knobs = parse_knobs(args.knob)
@@ -217,7 +218,8 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
         on_stdout = any(p == STDIO or own_descriptor(p) == 1 for p, _ in outputs)
         info = sys.stderr if on_stdout else sys.stdout
         for fr in result.functions:
-            for line in verbose_lines(fr, result.sm):
+            for line in verbose_lines(fr, result.sm, module.function(fr.name).kind,
+                                      spill_lines(fr.extra["spills"])):
                 print(line, file=info)
     return 0
 

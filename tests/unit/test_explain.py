@@ -127,3 +127,40 @@ def test_peak_values_all_and_block_size_errors(capsys):
     assert "more (--peak-values all)" in capsys.readouterr().out
     assert main(["analyze", str(HAND), "--block-size", "0"]) == 2
     assert "--block-size must be a number from 1 to 1024, not '0'" in capsys.readouterr().err
+
+
+def test_spills_explained_in_json_and_verbose(tmp_path, capsys):
+    out, rep = tmp_path / "o.ptx", tmp_path / "r.json"
+    assert main(["allocate", str(HAND), "--registers", "4", "-o", str(out), "--json", str(rep),
+                 "-v"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    # ptxas's own lines, word for word, then ptxalloc's
+    assert text[:4] == ["ptxas info    : Compiling entry function 'hand' for 'sm_80'",
+                        "ptxas info    : Function properties for hand",
+                        "    16 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads",
+                        "ptxas info    : Used 3 registers"]
+    (row,) = json.loads(rep.read_text())["functions"]
+    (v,) = row["spills"]["values"]
+    # 5 registers live at lines 22-25 (hand count above) against a budget of 4: the 64-bit
+    # %rd1, the cheapest, goes to .local from its load to its store
+    assert (v["name"], v["stores"], v["reloads"], v["store_bytes"], v["reload_bytes"]) == \
+        ("%rd1", 1, 1, 8, 8)
+    assert v["why"] == "pressure 5 > budget 4 at line 22" and v["loop_depth"] == 0
+    assert v["defined"] == [{"ptx_line": 16, "ptx": "ld.param.u64 %rd1, [hand_out];",
+                             "source": {"file": "/home/user/hand.cu", "line": 3,
+                                        "column": 5}}]
+    assert [u["ptx_line"] for u in v["used"]] == [29]
+    assert "    spilled %rd1 (GPR64, loop depth 0, cost 4.8): 1 stores, 1 reloads; pressure 5 " \
+           "> budget 4 at line 22" in text
+    assert row["spills"]["convention"]["save_bytes"] == 0
+
+
+def test_convention_bytes_apart_from_pressure_spills(tmp_path, capsys):
+    rep = tmp_path / "r.json"
+    assert main(["allocate", str(DATA / "abi" / "live_across.ptx"), "--registers", "15",
+                 "-o", str(tmp_path / "o.ptx"), "--json", str(rep)]) == 0
+    rows = {r["name"]: r for r in json.loads(rep.read_text())["functions"]}
+    mid = rows["mid"]["spills"]
+    assert mid["values"] == []                   # no pressure spill
+    assert mid["convention"]["save_bytes"] == mid["convention"]["restore_bytes"] == 4
+    assert rows["mid"]["convention"]["save_restore_bytes"] == 8
