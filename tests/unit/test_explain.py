@@ -164,3 +164,44 @@ def test_convention_bytes_apart_from_pressure_spills(tmp_path, capsys):
     assert mid["values"] == []                   # no pressure spill
     assert mid["convention"]["save_bytes"] == mid["convention"]["restore_bytes"] == 4
     assert rows["mid"]["convention"]["save_restore_bytes"] == 8
+
+
+TRITON_MM = DATA / "explain" / "triton_matmul_sm80.ptx"
+
+
+def test_triton_report_and_would_spill_on_shipped_ptx():
+    from ptxalloc import triton as pt
+
+    text = TRITON_MM.read_text()
+    (row,) = pt.report(text)
+    assert row["name"] == "matmul_kernel" and row["occupancy"]["block_size"] == 128
+    assert row["peak"]["source"]["file"].endswith("triton_matmul.py")
+    max_live = row["max_live"]["registers"]
+    assert max_live > 255 and pt.would_spill(text, 255)
+
+    class Compiled:                 # what triton.compile returns, as far as ptxalloc looks
+        asm = {"ptx": (DATA / "explain" / "lines_hand.ptx").read_text()}
+    assert not pt.would_spill(Compiled(), 8) and pt.would_spill(Compiled(), 4)
+    with pytest.raises(TypeError):
+        pt.report(42)
+
+
+def test_triton_compiles_without_a_gpu_and_is_explained():
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from ptxalloc import triton as pt
+
+    @triton.jit
+    def scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + i, tl.load(x_ptr + i, mask=i < n) * 3.0, mask=i < n)
+
+    k = triton.compile(ASTSource(fn=scale, signature={"x_ptr": "*fp32", "y_ptr": "*fp32",
+                                                      "n": "i32"}, constexprs={"BLOCK": 256}),
+                       target=GPUTarget("cuda", 80, 32))
+    (row,) = pt.report(k, lines=True)
+    assert any(s["file"].endswith(".py") for s in row["source_lines"])
+    assert not pt.would_spill(k, 255)

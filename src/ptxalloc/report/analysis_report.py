@@ -192,7 +192,10 @@ def _change_text(c: dict) -> list[str]:
     out.append(f"    next step: {step['registers']} registers (shed {step['shed']}) give "
                f"{so['warps_per_sm']} warps per SM ({100 * (so['occupancy'] or 0):.2f} %)")
     if c["candidates"]:
-        picks = ", ".join(f"{x['action']} {x['name']} ({x['cost']:g})" for x in c["candidates"])
+        picks = ", ".join(f"{x['action']} {x['name']} ({x['cost']:g})"
+                          for x in c["candidates"][:10])
+        if len(c["candidates"]) > 10:
+            picks += f", ... {len(c['candidates']) - 10} more (JSON: what_to_change)"
         out.append(f"    cheapest values to shed{'' if c['enough'] else ' (not enough)'}, "
                    f"total cost {c['candidates_cost']:g}: {picks}")
     return out
