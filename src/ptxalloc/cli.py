@@ -105,6 +105,25 @@ def _budget(text: str | None, allow_auto: bool = False) -> int | str | None:
     return k
 
 
+def _count_or_all(text: str | None, option: str, low: int, high: int | None,
+                  allow_all: bool = True) -> int | None:
+    """A count option (``all``: None, where allowed); None when absent."""
+    from .errors import UsageError
+
+    if text is None or (allow_all and text == "all"):
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = None
+    if n is None or n < low or (high is not None and n > high):
+        raise UsageError(f"{option} must be "
+                         + (f"a number from {low} to {high}" if high is not None else
+                            f"a number from {low} up")
+                         + (" or all" if allow_all else "") + f", not '{text}'")
+    return n
+
+
 def _maxrregcount(text: str | None) -> int | None:
     from .errors import UsageError
 
@@ -138,25 +157,30 @@ def _convention_figures(module, fn, sm, budget: int) -> dict | None:
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from .analysis import analyze_function
+    from .analysis.sources import source_files
     from .pipeline import fixed_budgets
     from .report.analysis_report import format_text, function_row
     from .target.sm import profile_for_module
 
     registers = _budget(args.registers)
+    peak_values = _count_or_all(args.peak_values, "--peak-values", 0, None)
+    block = _count_or_all(args.block_size, "--block-size", 1, 1024, allow_all=False)
     module = _load(args)
     sm = profile_for_module(args.arch, module)
     budgets = fixed_budgets(module, sm, registers, _maxrregcount(args.maxrregcount),
                             args.override_directive_values)
     rows = []
+    files = source_files(module)
     for fn in _select(module, args.function):
         limit = budgets[fn.name]
         rows.append(function_row(analyze_function(fn, sm), sm, limit.registers,
                                  convention=_convention_figures(module, fn, sm, limit.registers),
-                                 budget_from=limit.source))
+                                 budget_from=limit.source, files=files, lines=args.lines,
+                                 block=block))
     if args.json:
         print(json.dumps({"functions": rows}, indent=2))
     else:
-        print(format_text(rows, sm, module.filename))
+        print(format_text(rows, sm, module.filename, peak_values))
     return 0
 
 
@@ -169,6 +193,7 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     from .files import STDIO, check_paths, own_descriptor, write_outputs
     from .pipeline import allocate_module
     from .report.allocation_report import verbose_lines
+    from .report.spill_report import spill_lines
 
     budget = _budget(args.registers, allow_auto=True)
     knobs = parse_knobs(args.knob)
@@ -197,7 +222,8 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
         on_stdout = any(p == STDIO or own_descriptor(p) == 1 for p, _ in outputs)
         info = sys.stderr if on_stdout else sys.stdout
         for fr in result.functions:
-            for line in verbose_lines(fr, result.sm):
+            for line in verbose_lines(fr, result.sm, module.function(fr.name).kind,
+                                      spill_lines(fr.extra["spills"])):
                 print(line, file=info)
     return 0
 
@@ -255,6 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--registers", metavar="K", help="a budget to report occupancy for, 1..255 "
                    "or 'seed' (default: ptxas's register limit per function)")
     _add_ptxas_flags(p)
+    p.add_argument("--lines", action="store_true", help="registers and predicates live at "
+                   "every PTX line, the most per source line (.loc/.file), a histogram")
+    p.add_argument("--peak-values", metavar="N|all", default="12", help="how many of the "
+                   "values live at the peak the text lists (default 12; JSON has all)")
+    p.add_argument("--block-size", metavar="THREADS", help="threads per block for occupancy "
+                   "and what to change (default: .reqntid/.maxntid, else 256)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     _strict_option(p)
     p.set_defaults(run=_cmd_analyze)

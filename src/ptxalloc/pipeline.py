@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 
 from .alloc.driver import FunctionResult, Options, allocate_function
 from .alloc.output import neutral
+from .analysis.sources import source_files
 from .errors import AllocationError, InternalError, UsageError
 from .ir.instruction import Raw
 from .ir.module import Module
 from .ptx import emit_function, emit_module
 from .ptx.parser import parse
+from .report.spill_report import explain_spills
 from .target.register_limit import RegisterLimit, module_limits
 from .target.sm import SMProfile, profile_for_module
 
@@ -125,6 +127,7 @@ def allocate_module(module: Module, registers: int | str | None = None,
     results = []
     texts = {}
     decls = [it.text for it in module.items if type(it) is Raw]
+    files = source_files(module)
     for fn in fns:
         limit = budgets[fn.name]
         if registers == "auto":
@@ -136,6 +139,7 @@ def allocate_module(module: Module, registers: int | str | None = None,
         else:
             res = allocate_function(fn, sm, limit.registers, options, decls)
             res.extra["budget_from"] = limit.source
+        res.extra["spills"] = explain_spills(fn, res, sm, files)
         res.text = emit_function(res.function, res.names.__getitem__)
         texts[fn.name] = res.text
         results.append(res)

@@ -212,15 +212,16 @@ def test_cli_allocate_writes_ptx_json_and_verbose_lines(tmp_path):
     # -v: one block per function, ptxas's wording, one line each
     lines = p.stdout.splitlines()
     for r in report["functions"]:
-        i = lines.index(f"ptxalloc info    : Function properties for {r['name']} "
-                        f"(briggs, budget 24 from --registers 24, sm_80)")
-        assert lines[i + 1].strip() == (f"{r['stack_frame_bytes']} bytes stack frame, "
-                                        f"{r['spill_stores_bytes']} bytes spill stores, "
-                                        f"{r['spill_loads_bytes']} bytes spill loads")
-        assert lines[i + 2].startswith(f"ptxalloc info    : Used {r['registers']} registers, "
-                                       f"{r['predicates']} predicates")
+        i = lines.index(f"ptxas info    : Function properties for {r['name']}")
+        assert lines[i + 1] == (f"    {r['stack_frame_bytes']} bytes stack frame, "
+                                f"{r['spill_stores_bytes']} bytes spill stores, "
+                                f"{r['spill_loads_bytes']} bytes spill loads")
+        assert lines[i + 2] == f"ptxas info    : Used {r['registers']} registers"
+        assert lines[i + 3] == (f"ptxalloc info : {r['name']}: briggs, budget 24 from "
+                                f"--registers 24, sm_80; {r['predicates']} predicates "
+                                f"(MaxLive {r['max_live']})")
         assert re.match(rf"\s+{r['moves_coalesced']} of {r['moves']} moves coalesced, .*"
-                        rf"{r['rounds']} round\(s\), .*\d ms$", lines[i + 3])
+                        rf"{r['rounds']} round\(s\), .*\d ms$", lines[i + 4])
     assert sum("Used " in ln for ln in lines) == len(names)
 
 
@@ -232,7 +233,7 @@ def test_cli_without_output_writes_ptx_to_stdout_and_info_to_stderr(capsys, tmp_
     p = run_main(capsys, "allocate", str(src), "-v", "--registers", "15", *output)
     assert p.returncode == 0
     assert p.stdout == allocate(src.read_text(), registers=15).ptx
-    assert "ptxalloc info    : Used " in p.stderr and "//@ptxalloc" not in p.stderr
+    assert "ptxas info    : Used " in p.stderr and "//@ptxalloc" not in p.stderr
     assert list(tmp_path.iterdir()) == []           # no file named '-'
 
 

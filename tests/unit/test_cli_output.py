@@ -241,7 +241,7 @@ def test_json_dash_writes_standard_output(tmp_path, capsys, monkeypatch):
     rc, out, err = run(capsys, "allocate", SRC, "-o", "o.ptx", "--json", "-", "-v")
     assert rc == 0, err
     assert json.loads(out)["functions"][0]["name"] == "diamond"     # nothing else on stdout
-    assert "ptxalloc info    : Used " in err
+    assert "ptxas info    : Used " in err
     assert (tmp_path / "o.ptx").read_text() == expected_ptx()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o.ptx"]   # no file named '-'
 

@@ -477,8 +477,8 @@ def test_loc_and_file_end_at_newline(kmain):
                                       line_of(FEATURES, '.file 2 "features.cu"')]
     # the statement after a .loc (no ';' in between) is an instruction of its own
     ld = instr_at(kmain, "ld.param.u64 %rd1")
-    assert ld.loc == (1, 10)
-    assert instr_at(kmain, "mov.u32 %r1, %tid.x").loc == (1, 10)
+    assert ld.loc == (1, 10, 3, None)
+    assert instr_at(kmain, "mov.u32 %r1, %tid.x").loc == (1, 10, 3, None)
 
 
 def test_comments(kmain, mod):
@@ -507,8 +507,8 @@ def test_comment_inside_operand_list_and_loc_without_semicolon():
     add = f.instructions()[1]
     assert add.opcode == "add.s32"
     assert names(f, add.defs) == ["%r2"] and names(f, add.uses) == ["%r1"]
-    assert add.loc == (1, 5)
-    assert f.instructions()[2].loc == (1, 6)
+    assert add.loc == (1, 5, 2, None)
+    assert f.instructions()[2].loc == (1, 6, 0, None)
 
 
 # --- scopes -----------------------------------------------------------------------------------

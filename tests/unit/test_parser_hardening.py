@@ -75,7 +75,7 @@ def test_loc_and_statement_on_one_line_keep_their_own_kinds():
     assert locs == [".loc 1 7 2", ".loc 1 8 4", '.file 2 "x.cu"']
     ins = f.instructions()
     assert [i.opcode for i in ins] == ["mov.u32", "add.s32", "mov.u32", "ret"]
-    assert [i.loc for i in ins[:3]] == [(1, 7), (1, 8), (1, 8)]
+    assert [i.loc for i in ins[:3]] == [(1, 7, 2, None), (1, 8, 4, None), (1, 8, 4, None)]
     assert [i.line for i in ins[:3]] == [8, 9, 9]
 
 
@@ -85,7 +85,7 @@ def test_loc_with_inlined_at_ends_by_grammar():
     f = m.functions[0]
     assert [s.text for s in f.body if type(s) is Raw and s.kind == LOC] == [
         ".loc 1 5 3, function_name $L__info_string0, inlined_at 1 9 7"]
-    assert f.instructions()[0].loc == (1, 5)
+    assert f.instructions()[0].loc == (1, 5, 3, (1, 9, 7))
 
 
 def test_file_string_with_a_newline_is_accepted():

@@ -202,7 +202,7 @@ def test_describe_reports_loc_source_lines():
     x = P(parse(text).functions[0])
     r2 = x.fn.regs.lookup("%r2")
     (lv,) = x.p.describe([r2])
-    assert lv.def_source == [(1, 7)]
+    assert lv.def_source == [(1, 7, 0, None)]
 
 
 # --- real files -------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ class LiveValue:
     rclass: str
     defined_at: list[int]          # instruction ids
     def_lines: list[int]           # PTX line numbers
-    def_source: list[tuple[int, int]]   # (.loc file, line) where known
+    def_source: list[tuple]        # .loc (file index, line, column, inlined_at) where known
     last_use: int                  # instruction id of the last use in program order, -1: none
     last_use_line: int
 
@@ -83,6 +83,8 @@ class Pressure:
         by_class_units = [[0] * ninstr for _ in RegClass]
         best = (-1, -1, -1, -1)            # (units, instr id, block, index in block)
         best_pred = 0
+        entry_gpr = [0.0] * len(cfg.blocks)
+        entry_pred = [0] * len(cfg.blocks)
 
         for b in cfg.blocks:
             # counters for the set live after the current instruction
@@ -171,12 +173,16 @@ class Pressure:
                         live |= 1 << v
                         add(v)
             # block entry: live-in
+            entry_gpr[b.id] = unit_sum / 2
+            entry_pred[b.id] = pred_sum
             if unit_sum > best[0]:
                 best = (unit_sum, -1, b.id, -1)
             if pred_sum > best_pred:
                 best_pred = pred_sum
         self.gpr = gpr
         self.pred = pred
+        self.entry_gpr = entry_gpr          # per block: the pressure of its live-in set
+        self.entry_pred = entry_pred
         self.by_class = {c.name: [w / 2 for w in by_class_units[int(c)]]
                          for c in RegClass if c != RegClass.PRED}
         self.max_regs = max(best[0], 0) / 2

@@ -620,10 +620,19 @@ class _FunctionParser:
         return src.error(f"function '{self.fn.name}' opened at {oline}:{ocol} is not closed", pos)
 
     def add_loc(self, s: str, line: int) -> None:
+        """A ``.loc``: the location of the instructions that follow, as ``(file index, line,
+        column, inlined_at)`` with ``inlined_at`` the ``(file index, line, column)`` of the
+        call it was inlined into, or None (PTX ISA 9.0, 11.6.2)."""
         self.fn.body.append(Raw(LOC, s, line))
         parts = s.replace(",", " ").split()
         if len(parts) >= 3 and parts[1].isdigit() and parts[2].isdigit():
-            self.loc = (int(parts[1]), int(parts[2]))
+            col = int(parts[3]) if len(parts) > 3 and parts[3].isdigit() else 0
+            inlined = None
+            if "inlined_at" in parts:
+                at = parts[parts.index("inlined_at") + 1:parts.index("inlined_at") + 4]
+                if len(at) == 3 and all(x.isdigit() for x in at):
+                    inlined = (int(at[0]), int(at[1]), int(at[2]))
+            self.loc = (int(parts[1]), int(parts[2]), col, inlined)
 
     def _token(self, pos: int, line: int) -> int:
         """Read the token at ``pos`` (after blanks): a comment, '{', '}', a ``.loc``/``.file``

@@ -7,22 +7,31 @@ from ..alloc.driver import FunctionResult
 from ..target.sm import SMProfile
 
 
-def verbose_lines(r: FunctionResult, sm: SMProfile | None) -> list[str]:
+def verbose_lines(r: FunctionResult, sm: SMProfile | None, kind: str = "func",
+                  spills: list[str] = ()) -> list[str]:
+    """ptxas's ``-v`` lines for the function, word for word where ptxas has the figure
+    (ptxas also prints barriers and constant banks on its "Used" line; ptxalloc does not know
+    them), then ptxalloc's own on lines of their own: allocator, budget, predicates, MaxLive,
+    moves, rounds, proof, time, notes and ``spills`` (the spilled values explained)."""
     arch = sm.name if sm else "?"
     verified = {True: "verified", False: "NOT verified", None: "not checked"}[r.verified]
     source = r.extra.get("budget_from")
-    lines = [
-        f"ptxalloc info    : Function properties for {r.name} ({r.allocator}, budget "
-        f"{r.budget}{f' from {source}' if source else ''}, {arch})",
+    lines = [f"ptxas info    : Compiling entry function '{r.name}' for '{arch}'"] \
+        if kind == "entry" else []
+    lines += [
+        f"ptxas info    : Function properties for {r.name}",
         f"    {r.stack_frame_bytes} bytes stack frame, {r.spill_stores_bytes} bytes spill "
         f"stores, {r.spill_loads_bytes} bytes spill loads",
-        f"ptxalloc info    : Used {r.registers} registers, {r.predicates} predicates "
+        f"ptxas info    : Used {r.registers} registers",
+        f"ptxalloc info : {r.name}: {r.allocator}, budget {r.budget}"
+        f"{f' from {source}' if source else ''}, {arch}; {r.predicates} predicates "
         f"(MaxLive {_max_live(r)})",
         f"    {r.moves_coalesced} of {r.moves} moves coalesced, {r.spilled_values} values "
         f"spilled ({r.rematerialized} rematerialized), {r.rounds} round(s), {verified}, "
         f"{1000 * sum(r.seconds.values()):.1f} ms",
     ]
     lines.extend(f"    {note}" for note in r.notes)
+    lines.extend(spills)
     return lines
 
 

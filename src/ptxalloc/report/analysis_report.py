@@ -5,25 +5,38 @@ pressure points, and what the register count means for occupancy (SPEC section 9
 from __future__ import annotations
 
 from ..analysis import FunctionAnalysis
-from ..target.occupancy import block_size, occupancy
+from ..analysis.explain_peak import group_by_source, peak_values, what_to_change
+from ..analysis.line_pressure import line_pressure
+from ..analysis.sources import format_source, source_of
+from ..target.occupancy import DEFAULT_BLOCK, launch_threads, occupancy
 from ..target.sm import SMProfile
 
 
 def function_row(a: FunctionAnalysis, sm: SMProfile, budget: int | None, top: int = 5,
-                 convention: dict | None = None, budget_from: str | None = None) -> dict:
+                 convention: dict | None = None, budget_from: str | None = None,
+                 files: dict[int, str] | None = None, lines: bool = False,
+                 block: int | None = None) -> dict:
     """One function's analysis; ``budget`` (with ``budget_from``, where it came from) is the
-    budget its occupancy is also shown at."""
+    budget its occupancy is also shown at; ``files`` the module's ``.file`` table; ``lines``
+    adds the per-line figures (``lines``, ``source_lines``, ``histogram``); ``block`` the
+    threads per block (default: the launch bounds, else 256)."""
     fn = a.fn
+    files = files or {}
+    per_line = line_pressure(a.cfg, a.pressure, files, top)
     p = a.pressure
     cfg = a.cfg
     peak = p.peak
-    live = p.describe(peak.live)
-    live.sort(key=lambda lv: (lv.defined_at[:1] or [-1])[0])
-    block = block_size(fn.directives)
+    values = peak_values(a, files)
+    if block is not None:
+        block_from = "--block-size"
+    else:
+        bound = launch_threads(fn.directives)
+        block, block_from = (bound[1], f".{bound[0]}") if bound else (DEFAULT_BLOCK,
+                                                                     "default")
     occ = {"block_size": block, "at_max_live": _occ(sm, p.max_live, block)}
     if budget is not None:
         occ["at_budget"] = _occ(sm, budget, block)
-    return {
+    row = {
         "name": fn.name,
         "kind": fn.kind,
         "instructions": len(cfg.instrs),
@@ -34,33 +47,30 @@ def function_row(a: FunctionAnalysis, sm: SMProfile, budget: int | None, top: in
             "line": cfg.instrs[peak.instr].line if peak.instr >= 0 else
             (cfg.instrs[cfg.blocks[peak.block].first].line
              if peak.block >= 0 and cfg.blocks[peak.block].instrs else 0),
-            "source": _src(cfg.instrs[peak.instr].loc) if peak.instr >= 0 else None,
-            "live": [lv.name for lv in live],
-            "values": [{
-                "name": lv.name, "class": lv.rclass,
-                "defined_lines": lv.def_lines, "defined_source": [_src(x) for x in lv.def_source],
-                "last_use_line": lv.last_use_line,
-            } for lv in live],
+            "source": source_of(cfg.instrs[peak.instr].loc, files) if peak.instr >= 0 else None,
+            "live": [v["name"] for v in values],
+            "values": values,
+            "groups": group_by_source(values),
         },
-        "top_points": [{"instruction": i, "line": cfg.instrs[i].line, "registers": p.gpr[i]}
-                       for i in p.top_points(top)],
+        "peaks": per_line.peaks,
         "budget": budget,
         "budget_from": budget_from,
         "occupancy": occ,
         "unknown_opcodes": sorted({ins.opcode for ins in cfg.instrs if not ins.known}),
         "convention": convention,
+        "what_to_change": what_to_change(a, sm, block, block_from),
     }
-
-
-def _src(loc) -> str | None:
-    return f"{loc[0]}:{loc[1]}" if loc else None
+    if lines:
+        row.update(per_line.as_dict())
+    return row
 
 
 def _occ(sm: SMProfile, regs: int, block: int) -> dict:
     return occupancy(sm, regs, block).as_dict()
 
 
-def format_text(rows: list[dict], sm: SMProfile, path: str, max_values: int = 12) -> str:
+def format_text(rows: list[dict], sm: SMProfile, path: str, max_values: int | None = 12) -> str:
+    """The text report; ``max_values`` values at the peak are listed (None: all)."""
     out = [f"{path}: {len(rows)} function(s), target model {sm.name}"]
     for r in rows:
         ml = r["max_live"]
@@ -87,20 +97,20 @@ def format_text(rows: list[dict], sm: SMProfile, path: str, max_values: int = 12
                                f"{o['limiter']})")
         pk = r["peak"]
         where = f"instruction {pk['instruction']} (line {pk['line']}"
-        where += f", source {pk['source']})" if pk["source"] else ")"
+        where += f", source {format_source(pk['source'])})" if pk["source"] else ")"
         if pk["instruction"] < 0:
             where = f"block entry (line {pk['line']})"
-        out.append(f"  peak at {where}: {len(pk['live'])} values live")
-        for v in pk["values"][:max_values]:
-            src = f" [{', '.join(s for s in v['defined_source'] if s)}]" if any(
-                v["defined_source"]) else ""
-            defs = ", ".join(str(x) for x in v["defined_lines"][:3]) or "entry (undefined)"
-            out.append(f"    {v['name']:<14} {v['class']:<6} defined line {defs}{src}, "
-                       f"last used line {v['last_use_line'] or '-'}")
-        if len(pk["values"]) > max_values:
-            out.append(f"    ... and {len(pk['values']) - max_values} more")
-        pts = ", ".join(f"line {t['line']} ({t['registers']:g})" for t in r["top_points"])
-        out.append(f"  top pressure points: {pts}")
+        out.append(f"  peak at {where}: {len(pk['live'])} values live, by the source line "
+                   f"that defines them")
+        out.extend(_peak_text(pk, max_values))
+        out.extend(_change_text(r["what_to_change"]))
+        out.append("  distinct peaks: " + "; ".join(
+            f"{q['registers']} registers at line {q['first_ptx_line']}"
+            + (f"-{q['last_ptx_line']}" if q["last_ptx_line"] != q["first_ptx_line"] else "")
+            + (f" ({format_source(q['source'])})" if q["source"] else "")
+            for q in r["peaks"]))
+        if "lines" in r:
+            out.extend(_lines_text(r))
         c = r.get("convention")
         if c:
             used = ", ".join(c["callee_saved_used"]) or "none"
@@ -113,3 +123,79 @@ def format_text(rows: list[dict], sm: SMProfile, path: str, max_values: int = 12
             out.append(f"  unknown opcodes (every operand treated as used and defined): "
                        f"{', '.join(r['unknown_opcodes'])}")
     return "\n".join(out)
+
+
+def _lines_text(r: dict) -> list[str]:
+    """The ``--lines`` part of a function's text report."""
+    out = ["  per PTX line (registers, predicates live; source):"]
+    for x in r["lines"]:
+        out.append(f"    line {x['ptx_line']:>6}: {x['registers']:>4} {x['predicates']:>3}  "
+                   f"{format_source(x['source'])}")
+    if r["source_lines"]:
+        out.append("  per source line (most registers live; instructions):")
+        for x in r["source_lines"]:
+            out.append(f"    {format_source({'file': x['file'], 'line': x['line']}):<32} "
+                       f"{x['max_registers']:>4}  ({x['instructions']} instructions, highest at "
+                       f"PTX line {x['ptx_line_of_max']})")
+    out.append("  histogram (registers live: instructions):")
+    hist = {int(k): v for k, v in r["histogram"].items()}
+    widest = max(hist.values(), default=1)
+    for k in sorted(hist):
+        out.append(f"    {k:>4}: {hist[k]:>6} {'#' * max(1, round(40 * hist[k] / widest))}")
+    return out
+
+
+def _value_text(v: dict) -> str:
+    defs = ", ".join(str(x) for x in v["defined_lines"][:3]) or "entry (undefined)"
+    nxt = v["next_use_distance"]
+    text = (f"      {v['name']:<12} {v['class']:<6} {v['registers']:g} reg, defined line {defs}, "
+            f"live {v['live_instructions']} instructions, next use "
+            f"{'+' + str(nxt) if nxt is not None else 'none after the peak'}, "
+            f"spill cost {v['spill_cost']:g}")
+    if v["rematerializable"]:
+        text += f"; rematerializable ({v['remat_from']}, cost {v['remat_cost']:g})"
+    return text
+
+
+def _peak_text(pk: dict, max_values: int | None) -> list[str]:
+    """The peak's values grouped by defining source line, at most ``max_values`` listed."""
+    by_name = {v["name"]: v for v in pk["values"]}
+    out = []
+    shown = 0
+    for g in pk["groups"]:
+        if max_values is not None and shown >= max_values:
+            break
+        where = (format_source(g["source"]) if g["source"] else
+                 f"PTX line {g['ptx_line']} (no .loc)" if g["ptx_line"] else "function entry")
+        out.append(f"    {where}: {g['registers']:g} registers, {len(g['values'])} value(s)")
+        for name in g["values"]:
+            if max_values is not None and shown >= max_values:
+                break
+            out.append(_value_text(by_name[name]))
+            shown += 1
+    if shown < len(pk["values"]):
+        out.append(f"    ... and {len(pk['values']) - shown} more (--peak-values all)")
+    return out
+
+
+def _change_text(c: dict) -> list[str]:
+    """What to change for the next occupancy step."""
+    o = c["occupancy_now"]
+    out = [f"  what to change: at {c['block_size']} threads per block ({c['block_from']}), "
+           f"{c['registers_now']} registers give {o['warps_per_sm']} warps per SM "
+           f"({100 * (o['occupancy'] or 0):.2f} %)"]
+    step = c["next_step"]
+    if step is None:
+        out.append(f"    {c['note']}")
+        return out
+    so = step["occupancy"]
+    out.append(f"    next step: {step['registers']} registers (shed {step['shed']}) give "
+               f"{so['warps_per_sm']} warps per SM ({100 * (so['occupancy'] or 0):.2f} %)")
+    if c["candidates"]:
+        picks = ", ".join(f"{x['action']} {x['name']} ({x['cost']:g})"
+                          for x in c["candidates"][:10])
+        if len(c["candidates"]) > 10:
+            picks += f", ... {len(c['candidates']) - 10} more (JSON: what_to_change)"
+        out.append(f"    cheapest values to shed{'' if c['enough'] else ' (not enough)'}, "
+                   f"total cost {c['candidates_cost']:g}: {picks}")
+    return out

@@ -1,0 +1,193 @@
+"""What is live at the pressure peak and what to change (seed 002 "Register Allocation
+Statistics" and "Spill Cost Formula"; seed 004's occupancy model; SPEC section 9).
+
+:func:`peak_values` describes every general-register value live at the peak: where it is defined
+(PTX and source line), how many instructions it is live across, how far its next use is from
+the peak, its spill cost (seed 002's formula, :mod:`ptxalloc.analysis.costs`), and whether it can
+be rematerialized instead (:mod:`ptxalloc.spill.remat`: one definition from constants or fixed
+special registers) with what that costs. :func:`group_by_source` groups them by the source line
+that defines them.
+
+:func:`what_to_change` answers "how do I get the next occupancy step": for the block size (the
+launch bounds, or the one given), the occupancy at MaxLive now, the register count of the next
+step up, and a cheapest set of values to rematerialize or spill so that no instruction needs
+more: a greedy cover of every instruction above the target, by registers freed per unit of
+cost. It is an estimate from liveness (a spilled value still occupies a register briefly at its
+reloads); ``allocate`` decides.
+"""
+
+from __future__ import annotations
+
+from ..ir.registers import RegClass
+from ..spill.remat import COMPUTE_COST, remat_candidates
+from ..target.occupancy import occupancy
+from ..util import bits
+from .costs import spill_costs
+from .sources import format_source, source_of
+
+
+def peak_values(a, files: dict[int, str]) -> list[dict]:
+    """Every general-register value live at the peak, in order of definition."""
+    cfg = a.cfg
+    p = a.pressure
+    fn = a.fn
+    regs = fn.regs
+    instrs = cfg.instrs
+    peak_at = max(p.peak.instr, 0)
+    live = [v for v in p.peak.live if regs.classes[v] != RegClass.PRED]
+    want = 0
+    for v in live:
+        want |= 1 << v
+    length = dict.fromkeys(live, 0)
+    for b in cfg.blocks:
+        for k, after in enumerate(a.liveness.live_after(b.id)):
+            ins = b.instrs[k]
+            here = after & want
+            for d in ins.defs:
+                if want >> d & 1:
+                    here |= 1 << d
+            for v in bits(here):
+                length[v] += 1
+    defs: dict[int, list[int]] = {v: [] for v in live}
+    next_use: dict[int, int | None] = dict.fromkeys(live)
+    last_use: dict[int, int] = dict.fromkeys(live, -1)
+    for i, ins in enumerate(instrs):
+        for d in ins.defs:
+            if want >> d & 1:
+                defs[d].append(i)
+        for u in ins.uses:
+            if want >> u & 1:
+                last_use[u] = i
+                if i > peak_at and next_use[u] is None:
+                    next_use[u] = i - peak_at
+    remat = {v: ins for v, ins in remat_candidates(fn, instrs).items() if want >> v & 1}
+    remat_costs = spill_costs(cfg, a.liveness, a.mem_latency,
+                              {v: COMPUTE_COST for v in remat}) if remat else a.costs
+    name = regs.names.__getitem__
+    out = []
+    for v in live:
+        ds = defs[v]
+        row = {
+            "name": regs.names[v], "class": regs.classes[v].name,
+            "registers": p.units[v] / 2,
+            "defined_lines": [instrs[i].line for i in ds],
+            "defined_source": [source_of(instrs[i].loc, files) for i in ds],
+            "last_use_line": instrs[last_use[v]].line if last_use[v] >= 0 else 0,
+            "live_instructions": length[v],
+            "next_use_distance": next_use[v],
+            "spill_cost": round(a.costs[v], 3),
+            "rematerializable": v in remat,
+        }
+        if v in remat:
+            row["remat_from"] = remat[v].render(name).replace("\t", " ")
+            row["remat_cost"] = round(remat_costs[v], 3)
+        out.append(row)
+    out.sort(key=lambda r: (r["defined_lines"][:1] or [-1])[0])
+    return out
+
+
+def group_by_source(values: list[dict]) -> list[dict]:
+    """The peak's values grouped by the source line of their first definition (the PTX line
+    where it has no ``.loc``), most registers first."""
+    groups: dict[str, dict] = {}
+    for v in values:
+        src = next((s for s in v["defined_source"] if s), None)
+        if src is not None:
+            key = format_source(src, full=True)
+            where = {"source": src}
+        elif v["defined_lines"]:
+            key = f"ptx:{v['defined_lines'][0]}"
+            where = {"source": None, "ptx_line": v["defined_lines"][0]}
+        else:
+            key = "entry"
+            where = {"source": None, "ptx_line": None}
+        g = groups.setdefault(key, dict(where, registers=0.0, values=[]))
+        g["registers"] += v["registers"]
+        g["values"].append(v["name"])
+    return sorted(groups.values(), key=lambda g: -g["registers"])
+
+
+def next_step(sm, registers: int, block: int) -> int | None:
+    """The most registers per thread that give more warps per SM than ``registers`` does at
+    ``block`` threads; None when fewer registers would not raise occupancy."""
+    now = occupancy(sm, registers, block).warps_per_sm
+    for r in range(registers - 1, 0, -1):
+        if occupancy(sm, r, block).warps_per_sm > now:
+            return r
+    return None
+
+
+def what_to_change(a, sm, block: int, block_from: str, max_picks: int = 32) -> dict:
+    """The registers to shed for the next occupancy step and the cheapest values to
+    rematerialize or spill to get there (module docstring)."""
+    p = a.pressure
+    max_live = p.max_live
+    now = occupancy(sm, max_live, block)
+    out = {"block_size": block, "block_from": block_from,
+           "registers_now": max_live, "occupancy_now": now.as_dict()}
+    target = next_step(sm, max_live, block)
+    if target is None:
+        out["next_step"] = None
+        out["note"] = (f"fewer registers would not raise occupancy at {block} threads "
+                       f"(limited by {now.limiter})")
+        return out
+    step = occupancy(sm, target, block)
+    regs = a.fn.regs
+    cfg = a.cfg
+    # every instruction above the target: its excess (in 16-bit units) and live set
+    excess: list[int] = []
+    masks: list[int] = []
+    limit = 2 * target
+    for b in cfg.blocks:
+        for k, after in enumerate(a.liveness.live_after(b.id)):
+            i = b.first + k
+            units = int(round(2 * p.gpr[i]))
+            if units > limit:
+                live = after
+                for d in b.instrs[k].defs:
+                    live |= 1 << d
+                excess.append(units - limit)
+                masks.append(live)
+    remat = remat_candidates(a.fn, cfg.instrs)
+    remat_costs = spill_costs(cfg, a.liveness, a.mem_latency,
+                              {v: COMPUTE_COST for v in remat}) if remat else a.costs
+    union = 0
+    for m in masks:
+        union |= m
+    candidates = {}
+    for v in bits(union):
+        if regs.classes[v] == RegClass.PRED or p.units[v] == 0:
+            continue
+        cost = remat_costs[v] if v in remat else a.costs[v]
+        if cost == float("inf"):
+            continue
+        candidates[v] = cost
+    picks = []
+    while any(e > 0 for e in excess) and candidates and len(picks) < max_picks:
+        best = None
+        for v, cost in candidates.items():
+            w = p.units[v]
+            gain = 0
+            for e, m in zip(excess, masks):
+                if e > 0 and m >> v & 1:
+                    gain += min(w, e)
+            if gain:
+                score = gain / max(cost, 1e-6)
+                if best is None or score > best[0]:
+                    best = (score, v, gain)
+        if best is None:
+            break
+        _, v, _ = best
+        w = p.units[v]
+        for j, m in enumerate(masks):
+            if excess[j] > 0 and m >> v & 1:
+                excess[j] -= w
+        picks.append({"name": regs.names[v], "registers": w / 2,
+                      "action": "rematerialize" if v in remat else "spill",
+                      "cost": round(candidates.pop(v), 3)})
+    out["next_step"] = {"registers": target, "shed": max_live - target,
+                        "occupancy": step.as_dict()}
+    out["candidates"] = picks
+    out["candidates_cost"] = round(sum(x["cost"] for x in picks), 3)
+    out["enough"] = not any(e > 0 for e in excess)
+    return out
