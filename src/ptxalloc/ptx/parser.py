@@ -4,9 +4,10 @@ The parser reads what nvcc, Triton, LLVM, Ocelot and people write: ``.version``/
 ``.address_size``; module-scope variables with initializers; ``.entry``/``.func`` with parameter
 and return lists (``.param`` and old-ABI ``.reg``), linkage and performance directives; ``.reg``
 declarations with ranges (``%r<100>``), lists and vector types; nested ``{ }`` scopes with their
-own declarations; labels; guards; operands of every kind (see :mod:`ptxalloc.ir.operands`);
-``call`` lists; ``.callprototype`` and ``.branchtargets``; ``.loc``/``.file``, ``.section``
-blocks and comments, which are all kept for the emitter.
+own declarations and labels (a shadowing label is renamed: ``_FunctionParser.resolve_labels``);
+guards; operands of every kind (see :mod:`ptxalloc.ir.operands`); ``call`` lists;
+``.callprototype`` and ``.branchtargets``; ``.loc``/``.file``, ``.section`` blocks and comments,
+which are all kept for the emitter.
 
 Statements are found by tokens, not lines: a statement ends at its ';', a scope at '{' or '}',
 and ``.version``/``.target``/``.address_size``/``.loc``/``.file`` where their operand lists end
