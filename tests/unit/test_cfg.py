@@ -320,27 +320,14 @@ def test_irreducible_cfg_is_flagged():
     assert all(0.0 < b.freq < 10.0 for b in cfg.blocks)
 
 
-#: Triton's inline-asm scopes each declare a label 'waitLoop'; PTX scopes labels to their
-#: '{ }' block, the CFG resolves them function-wide (last wins), which adds edges that make
-#: these CFGs irreducible -- a known front-end gap, see test_scoped_duplicate_labels_gap
-_SCOPED_LABELS = {"attn_fwd_tma_64x64_d64.ptx", "attn_fwd_tma_128x128_d128.ptx"}
-
-
 def test_reducible_files_are_not_flagged():
+    # Triton's files included: their inline-asm blocks each declare a label 'waitLoop', which
+    # resolved function-wide made them irreducible (test_scoped_labels)
     for path in sorted(DATA.glob("**/*.ptx")):
-        if path.name in _SCOPED_LABELS:
-            continue
         for fn in parse_file(str(path)).functions:
             cfg = CFG(fn)
             check_consistency(cfg)
             assert not cfg.irreducible, (path.name, fn.name)
-
-
-@pytest.mark.xfail(strict=True, reason="labels of nested { } scopes resolve function-wide")
-@pytest.mark.parametrize("name", sorted(_SCOPED_LABELS))
-def test_scoped_duplicate_labels_gap(name):
-    (fn,) = parse_file(str(DATA / "triton" / name)).functions
-    assert not CFG(fn).irreducible
 
 
 @pytest.mark.parametrize("path", sorted(DATA.glob("*.ptx")), ids=lambda p: p.name)

@@ -4,7 +4,9 @@
 Blocks are cut at labels and after control transfers. ``bra`` (guarded or not), ``brx.idx``
 with its ``.branchtargets`` list, ``ret``, ``exit`` and ``trap`` end a block; a guarded
 ``ret``/``exit``/``trap`` falls through too. Blocks unreachable from the entry are kept and
-marked. Instructions get dense ids: their position in ``cfg.instrs`` (body order).
+marked. Instructions get dense ids: their position in ``cfg.instrs`` (body order). Labels are
+looked up function-wide: the parser has already resolved them by ``{ }`` scope and renamed
+shadowing ones.
 
 Dominators use the iterative algorithm of Cooper, Harvey and Kennedy ("A Simple, Fast Dominance
 Algorithm", 2001). A back edge is an edge whose target dominates its source; each back edge's

@@ -3,7 +3,8 @@
 Raw statements (directives, declarations, ``.loc`` lines, comments) are written back verbatim,
 labels as ``name:``, instructions from their opcode and operands with register names supplied by
 a naming function — the declared names for an unmodified function, physical names for an
-allocated one. For an unmodified module the result is the input up to whitespace.
+allocated one. For an unmodified module the result is the input up to whitespace (and the
+fresh names the parser gives a label name defined again in another ``{ }`` block).
 """
 
 from __future__ import annotations

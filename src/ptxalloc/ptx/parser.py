@@ -4,9 +4,10 @@ The parser reads what nvcc, Triton, LLVM, Ocelot and people write: ``.version``/
 ``.address_size``; module-scope variables with initializers; ``.entry``/``.func`` with parameter
 and return lists (``.param`` and old-ABI ``.reg``), linkage and performance directives; ``.reg``
 declarations with ranges (``%r<100>``), lists and vector types; nested ``{ }`` scopes with their
-own declarations; labels; guards; operands of every kind (see :mod:`ptxalloc.ir.operands`);
-``call`` lists; ``.callprototype`` and ``.branchtargets``; ``.loc``/``.file``, ``.section``
-blocks and comments, which are all kept for the emitter.
+own declarations and labels (a shadowing label is renamed: ``_FunctionParser.resolve_labels``);
+guards; operands of every kind (see :mod:`ptxalloc.ir.operands`); ``call`` lists;
+``.callprototype`` and ``.branchtargets``; ``.loc``/``.file``, ``.section`` blocks and comments,
+which are all kept for the emitter.
 
 Statements are found by tokens, not lines: a statement ends at its ';', a scope at '{' or '}',
 and ``.version``/``.target``/``.address_size``/``.loc``/``.file`` where their operand lists end
@@ -235,11 +236,18 @@ class _FunctionParser:
         self.roles = src.roles
         self.unresolved: list[tuple[str, int]] = []
         self.scope_names: list[set[str]] = [set()]     # names declared in each open scope
-        self.label_lines: dict[str, int] = {}
+        # labels are scoped to their '{ }' block (PTX ISA 9.7.12.1, checked against ptxas):
+        # every scope has an id and its parent's; labels and branches remember their scope
+        self.scope_parent: list[int] = [-1]            # scope id -> enclosing scope id
+        self.scope_stack: list[int] = [0]              # the open scopes, innermost last
+        self.label_lines: dict[tuple[int, str], int] = {}   # (scope, name) -> first line
+        self.label_defs: list[tuple[str, int, Label]] = []  # (name, scope, statement)
+        self.tables: dict[str, tuple[int, Raw, int]] = {}   # .branchtargets: scope, stmt, pos
         self.loc = None                                 # the last .loc's (file, line)
         self.depth = 0                                  # nested '{' scopes open
         self.open_pos = 0                               # the body's '{'
-        self.branches: list[tuple[str, str | None, int]] = []   # (bra|brx, target, position)
+        # (bra|brx, target, position, scope, instruction)
+        self.branches: list[tuple[str, str | None, int, int, Instruction]] = []
 
     # -- declarations --
 
@@ -262,15 +270,19 @@ class _FunctionParser:
                           f"{self.names[name][3]})", pos, name)
 
     def label(self, name: str, pos: int, line: int) -> None:
-        """A label statement; a second definition in the function is warned about (ptxas:
-        "Duplicate definition of label")."""
-        first = self.label_lines.get(name)
+        """A label statement; a second definition in the same scope is warned about (ptxas:
+        "Duplicate definition of label"); one in another scope is legal (:meth:`resolve_labels`
+        tells them apart)."""
+        scope = self.scope_stack[-1]
+        first = self.label_lines.get((scope, name))
         if first is not None:
             self.src.warn(f"label '{name}' is defined twice in function '{self.fn.name}' "
                           f"(first at line {first})", pos, name)
         else:
-            self.label_lines[name] = line
-        self.fn.body.append(Label(name, line))
+            self.label_lines[scope, name] = line
+        label = Label(name, line)
+        self.label_defs.append((name, scope, label))
+        self.fn.body.append(label)
 
     def reg_decl(self, text: str, pos: int, line: int) -> None:
         """``.reg .v4 .f32 %a, %b<10>`` (text without its ';')."""
@@ -300,12 +312,15 @@ class _FunctionParser:
     def push_scope(self) -> None:
         self.scopes.append([])
         self.scope_names.append(set())
+        self.scope_stack.append(len(self.scope_parent))
+        self.scope_parent.append(self.scope_stack[-2])
 
     def pop_scope(self, pos: int) -> None:
         if len(self.scopes) <= 1:
             raise self.src.error("unbalanced '}'", pos)
         names = self.names
         self.scope_names.pop()
+        self.scope_stack.pop()
         for name, prev in reversed(self.scopes.pop()):
             if prev is None:
                 del names[name]
@@ -491,7 +506,7 @@ class _FunctionParser:
             isa.classify(instr, self.regs)
         if opcode.startswith(("bra", "brx")) and opcode.split(".", 1)[0] in ("bra", "brx"):
             target = next((op.text for op in ops if type(op) is Sym), None)
-            self.branches.append((opcode[:3], target, pos))
+            self.branches.append((opcode[:3], target, pos, self.scope_stack[-1], instr))
         return instr
 
     in_call = False
@@ -511,11 +526,12 @@ class _FunctionParser:
                 name = m.group(1)
                 rest = s[m.end():]
                 if rest.startswith((".callprototype", ".branchtargets", ".calltargets")):
+                    raw = Raw(DIRECTIVE, name + ": " + " ".join(rest.split()) + ";", line)
                     if rest.startswith(".branchtargets"):
                         self.fn.branch_targets[name] = [t.strip() for t in
                                                         rest[14:].split(",")]
-                    self.fn.body.append(Raw(DIRECTIVE, name + ": " + " ".join(rest.split())
-                                            + ";", line))
+                        self.tables[name] = (self.scope_stack[-1], raw, pos)
+                    self.fn.body.append(raw)
                     return
                 self.label(name, self.src.find_token(pos, name), line)
                 s = rest
@@ -727,24 +743,69 @@ class _FunctionParser:
                 self.symbols.add(w)
 
     def check_unresolved(self) -> None:
-        labels = {s.name for s in self.fn.body if type(s) is Label}
+        labels = {name for name, _, _ in self.label_defs}
         for name, pos in self.unresolved:
             if name not in labels and name not in self.symbols:
                 raise self.src.error(f"'{name}' is not a declared register", pos, name)
+        self.resolve_labels()
+
+    def resolve_labels(self) -> None:
+        """Resolve every branch target to the label visible from the branch's scope: the
+        innermost enclosing '{ }' block that defines the name, anywhere in it (PTX labels are
+        scoped to their block; a label in a sibling or inner block is not visible, as ptxas
+        says). Where one name is defined in several scopes, each definition after the first
+        gets a fresh name (``waitLoop$1``: '$' is legal in PTX identifiers, and the name is
+        one the module does not use) and so do the branches and ``.branchtargets`` lists that
+        resolve to it, so that every later pass -- the CFG, the checker's blocks, the emitter
+        -- may look labels up function-wide."""
+        defs: dict[str, dict[int, str]] = {}        # name -> scope -> its name from now on
+        for name, scope, _ in self.label_defs:
+            defs.setdefault(name, {})[scope] = name
+        taken = set(defs) | self.symbols | set(self.fn.branch_targets)
+        for name, scopes in defs.items():
+            for scope in list(scopes)[1:]:          # the first definition keeps its name
+                k = 1
+                while f"{name}${k}" in taken:
+                    k += 1
+                scopes[scope] = fresh = f"{name}${k}"
+                taken.add(fresh)
+        for name, scope, label in self.label_defs:
+            label.name = defs[name][scope]
+        parent = self.scope_parent
+        src = self.src
+
+        def visible(name: str, scope: int, pos: int, what: str) -> str:
+            by_scope = defs.get(name)
+            if by_scope is None:
+                raise src.error(what, pos, name)
+            s = scope
+            while s >= 0:
+                got = by_scope.get(s)
+                if got is not None:
+                    return got
+                s = parent[s]
+            lines = sorted(line for (sc, nm), line in self.label_lines.items() if nm == name)
+            raise src.error(f"{what} (the label at line {lines[0]} is in a '{{ }}' block that "
+                            "does not enclose the branch)", pos, name)
+
         tables = self.fn.branch_targets
-        for kind, target, pos in self.branches:
+        for kind, target, pos, scope, instr in self.branches:
             if target is None:
-                raise self.src.error(f"{kind} without a target label", pos, kind)
+                raise src.error(f"{kind} without a target label", pos, kind)
             if kind == "bra":
-                if target not in labels:
-                    raise self.src.error(f"branch to unknown label '{target}'", pos, target)
+                got = visible(target, scope, pos, f"branch to unknown label '{target}'")
+                if got != target:
+                    ops = instr.ops
+                    i = next(i for i, op in enumerate(ops) if type(op) is Sym)
+                    ops[i] = Sym(got)
             elif target not in tables:
-                raise self.src.error(f"brx.idx with unknown target list '{target}'", pos, target)
-            else:
-                for lab in tables[target]:
-                    if lab not in labels:
-                        raise self.src.error(f"branch target '{lab}' of '{target}' is not a "
-                                             "label", pos, target)
+                raise src.error(f"brx.idx with unknown target list '{target}'", pos, target)
+        for table, (scope, raw, pos) in self.tables.items():
+            names = [visible(lab, scope, pos, f"branch target '{lab}' of '{table}' is not a "
+                             "label") for lab in tables[table]]
+            if names != tables[table]:
+                tables[table] = names
+                raw.text = f"{table}: .branchtargets {', '.join(names)};"
 
 
 def _parse_params(src: _Source, text: str, pos: int, is_return: bool) -> list[Param]:

@@ -2,7 +2,8 @@
 :class:`ptxalloc.ir.cfg.CFG` (it needs no dominators, loops or frequencies), with the same
 cutting rules — a block starts at a label and after a control transfer; ``bra`` (guarded or
 not), ``brx.idx`` with its ``.branchtargets`` list, ``ret``, ``exit`` and ``trap`` end a block;
-a guarded one falls through as well.
+a guarded one falls through as well. Labels are looked up function-wide: the parser resolves
+them by ``{ }`` scope and renames shadowing ones, for the original and the allocated text alike.
 """
 
 from __future__ import annotations
