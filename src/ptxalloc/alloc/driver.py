@@ -28,15 +28,20 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..analysis import Liveness, Pressure, analyze_function
-from ..analysis.tuples import find_tuples
+from ..analysis import analyze_function, pressure_of
+from ..analysis.calls import is_call
+from ..analysis.need import check_feasible
+from ..passes.asynchrony import bind_async_waits
+from ..passes.convention import bind_convention
+from ..passes.legalize import legalize_tuples
+from ..passes.serialize_wgmma import serialize_wgmma
 from ..errors import AllocationError
-from ..ir import isa
 from ..ir.build import width_bytes
 from ..ir.cfg import CFG
 from ..ir.module import Function
 from ..spill.lazy import remove_redundant_spill_code
 from ..spill.remat import COMPUTE_COST, remat_candidates
+from ..spill.saves import insert_call_saves, insert_callee_saves
 from ..spill.rewrite import SpillState, rewrite_spills
 from ..spill.slots import LOAD_KINDS, STORE_KINDS, assign_slots
 from ..target.abi import Convention
@@ -45,12 +50,9 @@ from ..target.units import GPR, PRED, RegFile, vreg_shape
 from ..util import bits, gc_paused
 from . import api, convention, output
 from .api import Coloring, Problem
-from .asynchrony import bind_async_waits
 from .coalesce import COALESCE_FACTOR, coalesce
 from .compact import compact, high_water
-from .legalize import legalize_tuples
 from .matrix import UnitMatrix
-from .serialize_wgmma import group_shapes, operand_shapes, serialize_wgmma
 from .session import Session
 
 MAX_ROUNDS = 40
@@ -107,36 +109,7 @@ def _max_live_as_written(fn: Function) -> int:
     from a rewritten copy — tuple legalization's copies, the convention's binding copies, the
     registers of asynchronous instructions kept live until their wait — whose MaxLive
     (``max_live_legalized``) can be higher; both are reported, each under its own name."""
-    cfg = CFG(fn)
-    return Pressure(cfg, Liveness(cfg), find_tuples(fn, cfg.instrs)).max_live
-
-
-def check_feasible(fn: Function, regfile: RegFile, pinned: set[int],
-                   name: Callable[[int], str]) -> None:
-    """Refuse a budget that one instruction's operands alone exceed (SPEC section 2). The
-    instructions that carry register tuples are checked first, so that a tuple too wide for
-    the budget is blamed on the tensor or vector instruction that needs it, not on a ``mov``
-    that merely writes one member; ``name`` gives registers their names in the input."""
-    regs = fn.regs
-    groups = group_shapes(fn)
-    instrs = fn.instructions()
-    instrs.sort(key=lambda ins: not isa.tuple_operands(ins, regs))      # stable
-    for ins in instrs:
-        # a guarded definition may keep the old value: it must be in its register before, as
-        # the uses are
-        before = ins.uses + ins.defs if ins.guard >= 0 else ins.uses
-        for values in (before, ins.defs):
-            shapes = operand_shapes(fn, values, groups, pinned)
-            if shapes and not regfile.fits(shapes):
-                need = sum(s.units for s in shapes) / 2
-                tuples = [s for s in shapes if s.units > 8 or str(s).startswith("TUPLE")]
-                what = (f"{len(shapes)} operand(s), among them a {tuples[0].units / 2:g}-register "
-                        f"tuple aligned to {tuples[0].align // 2}" if tuples else
-                        f"{len(shapes)} operand(s)")
-                raise AllocationError(
-                    f"{fn.filename}:{ins.line}: function '{fn.name}': "
-                    f"'{ins.render(name)}' needs {need:g} registers at once ({what}), more than "
-                    f"the budget of {regfile.k} allows")
+    return pressure_of(fn).max_live
 
 
 def _spillable(problem: Problem, node: int, unspillable: set[int]) -> list[int]:
@@ -200,17 +173,6 @@ def _original_names(fn: Function, origin_of: dict[int, int]) -> Callable[[int], 
     return name
 
 
-def _callee_saved_preference(analysis, conv: Convention, info) -> dict[int, int]:
-    """Values live across a call prefer the callee-saved registers (no save around calls)."""
-    if info.leaf or not len(conv.callee_saved):
-        return {}
-    mask = conv.callee_saved_units()
-    across = 0
-    for live in convention.live_across_calls(analysis.cfg, analysis.liveness).values():
-        across |= live
-    return {v: mask for v in bits(across)}
-
-
 def allocate_function(fn: Function, sm: SMProfile, budget: int,
                       options: Options | None = None,
                       module_decls: list[str] | None = None) -> FunctionResult:
@@ -239,7 +201,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         work = fn.copy()
         result.moves = sum(1 for ins in fn.instructions() if ins.is_copy)
         legalize_tuples(work, origin_of)
-        info = convention.prepare(work, conv, module_decls or [], origin_of)
+        info = bind_convention(work, conv, module_decls or [], origin_of)
         regfile = RegFile(budget, reserved=convention.callee_saved_reserved(conv, info, work))
         original_name = _original_names(fn, origin_of)
         result.notes.extend(serialize_wgmma(work, regfile, pinned, original_name))
@@ -269,7 +231,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
                 convention.cost_factors(analysis, conv, info)
             problem = Problem.from_analysis(
                 analysis, regfile, {**info.precolored, **relief_precolored}, pinned,
-                prefer=_callee_saved_preference(analysis, conv, info))
+                prefer=convention.callee_saved_preference(analysis, conv, info))
             t = tick("analysis", t)
             if allocator.coalesces:
                 coalesce(problem, options.coalesce_factor)
@@ -316,7 +278,7 @@ def _compacted(problem: Problem, coloring: Coloring, analysis, regfile: RegFile,
     the same graph before coalescing (merging copies can lengthen live ranges and cost a
     register), keeping whichever uses fewer registers (the coalesced one on a tie)."""
     bound = analysis.pressure.max_live
-    penalty = _caller_save_penalty(analysis, conv, problem, info)
+    penalty = convention.caller_save_penalty(analysis, conv, problem, info)
     compact(problem, coloring, bound, penalty=penalty)
     registers = high_water(problem, coloring.start)
     if coloring.optimal or registers <= bound:
@@ -324,32 +286,10 @@ def _compacted(problem: Problem, coloring: Coloring, analysis, regfile: RegFile,
     plain = Problem.from_analysis(analysis, regfile, info.precolored, pinned,
                                   prefer=problem.prefer_by_reg)
     fresh = Coloring()
-    if compact(plain, fresh, bound, penalty=_caller_save_penalty(analysis, conv, plain, info),
+    if compact(plain, fresh, bound, penalty=convention.caller_save_penalty(analysis, conv, plain, info),
                to_beat=(registers, penalty(coloring.start) if penalty else None)):
         return plain, fresh
     return problem, coloring
-
-
-def _caller_save_penalty(analysis, conv: Convention, problem: Problem, info):
-    """How many (call, value) pairs a coloring would have to save around calls: compaction
-    must not make it worse."""
-    if info.leaf:
-        return None
-    across = list(convention.live_across_calls(analysis.cfg, analysis.liveness).values())
-    caller = conv.caller_saved_units()
-
-    def penalty(start: dict[int, int]) -> int:
-        count = 0
-        for live in across:
-            for v in bits(live):
-                n = problem.find(v)
-                s = start.get(n)
-                if s is None or problem.shape[n].file != GPR:
-                    continue
-                if problem.shape[n].mask(s + problem.offset[v]) & caller:
-                    count += 1
-        return count
-    return penalty
 
 
 def _finish(original: Function, work: Function, problem: Problem, coloring: Coloring,
@@ -365,10 +305,13 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
             used_units |= shapes[v].mask(s)
     clobbers: dict[int, int] = {}
     if info.active:
-        convention.insert_call_saves(work, analysis.cfg, analysis.liveness, start, shapes,
-                                     conv, info, state)
+        info.values_across_calls, moved = insert_call_saves(
+            work, analysis.cfg, analysis.live_across_calls, start, shapes,
+            conv.caller_saved_units(), state)
+        info.callee_saved_used = [r for r in conv.callee_saved if used_units >> (2 * r) & 3]
         extra: dict[int, int] = {}
-        convention.insert_callee_saves(work, used_units, conv, info, state, extra)
+        moved += insert_callee_saves(work, info.callee_saved_used, state, extra)
+        info.save_restore_bytes += moved
         for v, s in extra.items():
             start[v] = s
             shapes[v] = vreg_shape(regs.classes[v], regs.vec[v])
@@ -380,7 +323,7 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
     if not info.leaf:
         caller = conv.caller_saved_units()
         for ins in cfg.instrs:
-            if convention.is_call(ins):
+            if is_call(ins):
                 clobbers[id(ins)] = caller
     redundant = remove_redundant_spill_code(cfg, mask_of, clobbers)
     if redundant:
@@ -434,16 +377,4 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
     result.extra["registers_optimal"] = coloring.optimal
     if info.active:
         result.extra["convention"] = info.report()
-        result.notes.append(_convention_note(conv, info))
-
-
-def _convention_note(conv: Convention, info) -> str:
-    cs = conv.callee_saved
-    clip = ("" if len(cs) == len(range(24, 31)) else
-            f" (budget {conv.k}: {'no' if not len(cs) else f'only R{cs.start}-R{cs.stop - 1}'}"
-            f" callee-saved registers; values live across calls are saved around them)")
-    used = ", ".join(f"R{r}" for r in info.callee_saved_used) or "none"
-    return (f"calling convention: {'leaf' if info.leaf else 'non-leaf'}, {info.calls} call(s), "
-            f"{info.tail_calls} tail call(s), {info.values_across_calls} value(s) live across "
-            f"calls, callee-saved used: {used}, {info.save_restore_bytes} bytes saved and "
-            f"restored{clip}")
+        result.notes.append(info.note(conv))

@@ -1,4 +1,5 @@
-"""Making register tuples allocatable (SPEC section 2, :mod:`ptxalloc.analysis.tuples`).
+"""Pre-pass: make every register tuple allocatable (SPEC section 2; seed 000 "Alignment
+Constraints Summary"; :mod:`ptxalloc.analysis.tuples`).
 
 A vector operand whose members cannot join a consistent tuple group — a register twice
 (``st.v4 [a], {%r0, %r0, %r0, %r0}``), or members already grouped with other neighbours or in
