@@ -118,3 +118,26 @@ def test_values_live_across_calls_are_computed_once_per_round(monkeypatch):
     rounds = sum(f.rounds for f in res.functions)
     assert 1 <= len(count) <= rounds
     assert any(f.report()["convention"]["values_live_across_calls"] for f in res.functions)
+
+
+# -- the driver's finish step -----------------------------------------------------------------
+
+def test_finish_reuses_the_last_rounds_cfg_when_nothing_changed_the_body(monkeypatch):
+    """A leaf kernel that fits its budget: no saves, no spill code, no copy between one
+    register; writing it out builds no CFG of its own (the last round's is the function's)."""
+    from ptxalloc.alloc import driver
+    built = []
+    real = driver.CFG
+
+    def counted(fn):
+        built.append(fn.name)
+        return real(fn)
+    monkeypatch.setattr(driver, "CFG", counted)
+    path = DATA / "hand" / "diamond.ptx"
+    res = allocate(path.read_text(), registers=64, filename=str(path))
+    assert_verified(res)
+    assert res.functions[0].spill_stores_bytes == 0 and built == []
+    # a function with calls gets its saves: the CFG is rebuilt once for the new body
+    res = allocate(LIVE_ACROSS.read_text(), registers=15, filename=str(LIVE_ACROSS))
+    assert_verified(res)
+    assert built
