@@ -53,7 +53,7 @@ from ..spill.lazy import remove_redundant_spill_code
 from ..spill.remat import COMPUTE_COST, remat_candidates
 from ..spill.rewrite import SpillState, rewrite_spills
 from ..spill.saves import insert_call_saves, insert_callee_saves
-from ..spill.slots import LOAD_KINDS, STORE_KINDS, assign_slots
+from ..spill.slots import assign_slots
 from ..target.abi import Convention
 from ..target.sm import SMProfile
 from ..target.units import GPR, PRED, RegFile, Shape, vreg_shape
@@ -428,9 +428,9 @@ def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], ste
                     used_names.add(names[v])
         output.annotate(ins, a.original.regs)
         o = ins.origin
-        if o and o[0] in STORE_KINDS:
+        if o is not None and o.stores:
             stores += width_bytes(regs, ins.uses[0])
-        elif o and o[0] in LOAD_KINDS:
+        elif o is not None and o.loads:
             loads += width_bytes(regs, ins.defs[0])
     # the high-water marks cover whole placements (a tuple's sink members included)
     problem, coloring = a.problem, a.coloring

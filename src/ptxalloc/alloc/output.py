@@ -95,19 +95,11 @@ def declarations(names: set[str], stem: str) -> list[str]:
 
 
 def annotate(ins: Instruction, original: RegTable) -> None:
-    """Set the ``//@`` comment of an inserted instruction from its origin: the kind and the
-    original value (``%r12#37``), or the register for a callee-saved save/restore."""
-    o = ins.origin
-    if not o:
-        return
-    if o[0] in ("csave", "crestore"):
-        ins.comment = f"//@{o[0]} R{o[1]}"
-        return
-    if len(o) == 1:                 # an inserted instruction that concerns no value
-        ins.comment = f"//@{o[0]}"
-        return
-    value = o[1]
-    ins.comment = f"//@{o[0]} {original.names[value]}#{value}"
+    """Set the ``//@`` comment of an inserted instruction from its
+    :class:`~ptxalloc.ir.edits.Edit`: the kind and the original value (``%r12#37``), the
+    register of a callee-saved save/restore, or the kind alone."""
+    if ins.origin is not None:
+        ins.comment = ins.origin.annotation(original.names)
 
 
 def build_body(fn: Function, header: str, decls: list[str], array_decl: str | None,

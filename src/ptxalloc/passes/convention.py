@@ -25,6 +25,7 @@ from itertools import islice
 from ..alloc.convention import ConventionInfo
 from ..analysis.calls import is_call
 from ..ir import build
+from ..ir.edits import Edit, EditKind
 from ..ir.instruction import DIRECTIVE, SCOPE_CLOSE, SCOPE_OPEN, Instruction, Raw
 from ..ir.module import Function
 from ..ir.operands import Args, Mem, Reg, Sym
@@ -247,7 +248,7 @@ def _precolored(fn: Function, like: int, reg: int, info: ConventionInfo,
 
 def _move(regs, dst: int, src: int, origin_of: dict[int, int], line: int) -> Instruction:
     mv = build.copy(regs, dst, src, line)
-    mv.origin = ("move", origin_of.get(dst, dst))
+    mv.origin = Edit(EditKind.MOVE, origin_of.get(dst, dst))
     return mv
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..analysis.tuples import find_tuples
 from ..ir import build
+from ..ir.edits import Edit, EditKind
 from ..ir.instruction import DEF, USE, Instruction
 from ..ir.module import Function
 from ..ir.operands import Mem, Reg, Vec
@@ -68,11 +69,11 @@ def _copy_vec(fn: Function, vec: Vec, role: int, guarded: bool, pre: list, post:
         origin_of[t] = origin_of.get(v, v)
         if role & USE or (role & DEF and guarded):
             mv = build.copy(regs, t, v, line)
-            mv.origin = ("move", origin_of[t])
+            mv.origin = Edit(EditKind.MOVE, origin_of[t])
             pre.append(mv)
         if role & DEF:
             mv = build.copy(regs, v, t, line)
-            mv.origin = ("move", origin_of[t])
+            mv.origin = Edit(EditKind.MOVE, origin_of[t])
             post.append(mv)
         items.append(Reg(t))
     return Vec(items)

@@ -23,6 +23,7 @@ from ..analysis.in_flight import WGMMA_WAIT, in_flight, retires
 from ..analysis.need import group_shapes, operand_shapes
 from ..errors import AllocationError
 from ..ir import isa
+from ..ir.edits import Edit, EditKind
 from ..ir.instruction import Instruction
 from ..ir.module import Function
 from ..ir.operands import Imm
@@ -74,7 +75,7 @@ def _insert_waits(fn: Function) -> int:
             continue
         wait = Instruction("wgmma.wait_group.sync.aligned", [Imm("0")], line=s.line,
                            comment=SERIALIZE)
-        wait.origin = ("serialize",)        # inserted by this run: its annotation is kept
+        wait.origin = Edit(EditKind.SERIALIZE)     # inserted by this run: its annotation is kept
         isa.classify(wait, fn.regs)
         body.append(wait)
         inserted += 1

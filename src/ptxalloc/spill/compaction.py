@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from ..ir.build import width_bytes
 from ..ir.cfg import CFG
 from ..ir.operands import Mem
-from .slots import LOAD_KINDS, STORE_KINDS
 
 
 @dataclass
@@ -55,7 +54,7 @@ def accesses(cfg: CFG) -> list[Access]:
     for b in cfg.blocks:
         for ins in b.instrs:
             o = ins.origin
-            if not o or not (o[0] in STORE_KINDS or o[0] in LOAD_KINDS):
+            if o is None or o.slot is None:
                 continue
             for pos, op in enumerate(ins.ops):
                 if type(op) is Mem:
@@ -63,7 +62,7 @@ def accesses(cfg: CFG) -> list[Access]:
             else:
                 continue
             off = int(op.offset or "+0")
-            v = ins.uses[0] if o[0] in STORE_KINDS else ins.defs[0]
+            v = ins.uses[0] if o.stores else ins.defs[0]
             out.append(Access(ins, pos, off, width_bytes(regs, v), b.freq))
     return out
 

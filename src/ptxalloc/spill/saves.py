@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ..ir import build
 from ..ir.cfg import CFG
+from ..ir.edits import Edit, EditKind, callee_slot, save_slot
 from ..ir.instruction import Instruction
 from ..ir.module import Function
 from ..ir.registers import RegClass
@@ -55,12 +56,13 @@ def insert_call_saves(fn: Function, cfg: CFG, live_across: dict[int, int],
             continue
         post = []
         for v in vs:
-            key = ("save", v)       # one slot per value: a save no call changed is redundant
-            state.slot_size[key] = build.width_bytes(regs, v)
+            slot = save_slot(v)     # one slot per value: a save no call changed is redundant
+            state.slot_size[slot] = build.width_bytes(regs, v)
+            value = state.origin_of.get(v, v)
             st = build.spill_store(regs, v, state.array, s.line)
-            st.origin = ("save", state.origin_of.get(v, v), key)
+            st.origin = Edit(EditKind.SAVE, value, slot)
             ld = build.spill_reload(regs, v, state.array, s.line)
-            ld.origin = ("restore", state.origin_of.get(v, v), key)
+            ld.origin = Edit(EditKind.RESTORE, value, slot)
             body.append(st)
             post.append(ld)
             moved += 2 * build.width_bytes(regs, v)
@@ -85,12 +87,12 @@ def insert_callee_saves(fn: Function, used: list[int], state: SpillState,
     for r in used:
         v = regs.add(f"%R{r}$callee", ".b32", RegClass.GPR32)
         names_for[v] = 2 * r
-        key = ("callee", r)
-        state.slot_size[key] = 4
+        slot = callee_slot(r)
+        state.slot_size[slot] = 4
         st = build.spill_store(regs, v, state.array)
-        st.origin = ("csave", r, key)
+        st.origin = Edit(EditKind.CSAVE, slot=slot, register=r)
         prologue.append(st)
-        epilogue_for.append((v, key))
+        epilogue_for.append((v, Edit(EditKind.CRESTORE, slot=slot, register=r)))
         moved += 4
     body = []
     placed = False
@@ -99,9 +101,9 @@ def insert_callee_saves(fn: Function, used: list[int], state: SpillState,
             body.extend(prologue)
             placed = True
         if type(s) is Instruction and s.base == "ret":
-            for v, key in epilogue_for:
+            for v, restore in epilogue_for:
                 ld = build.spill_reload(regs, v, state.array, s.line)
-                ld.origin = ("crestore", int(key[1]), key)
+                ld.origin = restore
                 body.append(ld)
                 moved += 4
         body.append(s)
