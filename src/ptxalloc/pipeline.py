@@ -32,11 +32,15 @@ SEED_K = 15                 # CICC's register budget constant (seed 000)
 
 @dataclass
 class ModuleResult:
+    """An allocated module: its PTX text, one :class:`FunctionResult` per allocated function,
+    and the target profile."""
+
     ptx: str
     functions: list[FunctionResult] = field(default_factory=list)
     sm: SMProfile | None = None
 
     def report(self) -> dict:
+        """The JSON report: one row per function."""
         return {"functions": [f.report() for f in self.functions]}
 
 

@@ -122,6 +122,7 @@ def caller_save_penalty(analysis, conv: Convention, problem,
     caller = conv.caller_saved_units()
 
     def penalty(start: dict[int, int]) -> int:
+        """The (call, value) pairs in caller-saved registers under ``start``."""
         count = 0
         for live in across:
             for v in bits(live):

@@ -110,6 +110,7 @@ class FunctionResult:
     extra: dict[str, object] = field(default_factory=dict)
 
     def report(self) -> dict:
+        """The function's row of the JSON report (``extra`` fields last)."""
         row = {k: getattr(self, k) for k in (
             "name", "allocator", "budget", "registers", "predicates", "max_live",
             "max_live_legalized", "spill_stores_bytes", "spill_loads_bytes", "stack_frame_bytes", "spilled_values",
@@ -233,6 +234,7 @@ def _original_names(fn: Function, origin_of: dict[int, int]) -> Callable[[int], 
     names = fn.regs.names
 
     def name(v: int) -> str:
+        """The input's name of the value register ``v`` carries."""
         return names[origin_of.get(v, v)]
     return name
 

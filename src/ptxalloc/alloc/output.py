@@ -59,6 +59,8 @@ def spill_array_name(fn: Function, base: str) -> str:
 
 
 def physical_name(regs: RegTable, v: int, start: int, stem: str) -> str:
+    """The physical register name of register ``v`` placed at unit ``start`` (module
+    docstring: ``%R<n>``, ``%RD<n>``, ``%H<u>``, ``%P<n>`` ... under ``stem``)."""
     c = regs.classes[v]
     vec = regs.vec[v]
     if c == RegClass.PRED:
@@ -75,6 +77,8 @@ def physical_name(regs: RegTable, v: int, start: int, stem: str) -> str:
 
 
 def declarations(names: set[str], stem: str) -> list[str]:
+    """The ``.reg`` declarations of the physical registers ``names``: one ranged declaration
+    per family up to its highest register, one per vector register."""
     top: dict[str, int] = {}
     vectors: list[str] = []
     pat = re.compile(r"%" + re.escape(stem) + r"(RD|RQ|R|H|P)(\d+)$")

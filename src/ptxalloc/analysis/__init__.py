@@ -53,6 +53,8 @@ class FunctionAnalysis:
 
 def analyze_function(fn: Function, sm: SMProfile, remat: dict[int, float] | None = None,
                      no_spill: set[int] | frozenset[int] = frozenset()) -> FunctionAnalysis:
+    """Run every analysis on ``fn``: ``remat`` gives rematerializable registers their
+    recomputation cost, ``no_spill`` registers get an infinite spill cost."""
     cfg = CFG(fn)
     liveness = Liveness(cfg)
     tuples = find_tuples(fn, cfg.instrs)

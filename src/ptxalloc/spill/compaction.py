@@ -33,6 +33,9 @@ from ..ir.operands import Mem
 
 @dataclass
 class Access:
+    """One spill store or reload: the instruction, its address operand's index, the offset
+    and width it touches (bytes) and its block's frequency."""
+
     ins: object
     pos: int                 # index of the Mem operand
     offset: int              # bytes
@@ -42,6 +45,9 @@ class Access:
 
 @dataclass
 class Profile:
+    """The cost profile of a frame: per 32-bit word the widest access class and the summed
+    block frequency of the accesses that touch it."""
+
     words: int
     align: list[int] = field(default_factory=list)      # per word: widest access class (words)
     weight: list[float] = field(default_factory=list)   # per word: block-frequency weight
@@ -68,6 +74,7 @@ def accesses(cfg: CFG) -> list[Access]:
 
 
 def cost_profile(acc: list[Access], frame: int) -> Profile:
+    """The cost profile (step 1 of the module docstring) of a ``frame``-byte frame."""
     words = (frame + 3) // 4
     prof = Profile(words, [0] * words, [0.0] * words)
     for a in acc:

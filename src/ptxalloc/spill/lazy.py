@@ -28,6 +28,8 @@ def remove_redundant_spill_code(cfg: CFG, mask_of: dict[int, int],
     clobbers = clobbers or {}
 
     def transfer(ins: Instruction, avail: frozenset | set, redundant: set | None):
+        """The available (placement, slot) pairs after ``ins``; records ``ins`` in
+        ``redundant`` (when given) if it changes nothing."""
         o = ins.origin
         if o is not None and o.loads:
             r = mask_of[ins.defs[0]]
@@ -57,6 +59,7 @@ def remove_redundant_spill_code(cfg: CFG, mask_of: dict[int, int],
         return avail
 
     def entry_state(b) -> set:
+        """The pairs available on entry to block ``b``: those on every reached predecessor."""
         known = [out[p] for p in b.preds if out[p] is not None]
         if b.id == 0 or not known:
             return set()
