@@ -34,55 +34,38 @@ SEED_K = 15                 # CICC's register budget constant (seed 000)
 
 @dataclass
 class ModuleResult:
+    """An allocated module: its PTX text, one :class:`FunctionResult` per allocated function,
+    and the target profile."""
+
     ptx: str
     functions: list[FunctionResult] = field(default_factory=list)
     sm: SMProfile | None = None
 
     def report(self) -> dict:
+        """The JSON report: one row per function."""
         return {"functions": [f.report() for f in self.functions]}
 
 
 def auto_budget(fn, sm: SMProfile, knobs: dict[str, float] | None = None,
                 limit: RegisterLimit | None = None):
     """The budget ``--registers auto`` gives ``fn``: seed 004's occupancy-aware model fed with
-    the function's MaxLive, its alignment penalty and the largest single-instruction need."""
-    import math
-
+    the function's MaxLive, its alignment penalty and the largest single-instruction need
+    (:func:`ptxalloc.analysis.need.largest_need`, the rule that refuses a budget)."""
     from .alloc.knobs import resolve
-    from .analysis.liveness import Liveness
-    from .analysis.pressure import Pressure
-    from .analysis.tuples import find_tuples
-    from .ir.cfg import CFG
+    from .analysis import pressure_of
+    from .analysis.need import largest_need
     from .ir.registers import RegClass
     from .target.budget import choose_budget
     from .target.units import vreg_shape
 
-    cfg = CFG(fn)
-    tuples = find_tuples(fn, cfg.instrs)
-    pressure = Pressure(cfg, Liveness(cfg), tuples)
+    pressure = pressure_of(fn)
     regs = fn.regs
     max_live = pressure.max_live
     wide = any(regs.classes[v] != RegClass.PRED and vreg_shape(regs.classes[v], regs.vec[v]).units >= 4
                for v in pressure.peak.live)
     pair_penalty = 1 if wide and max_live % 2 else 0
-    floor = 0
-    for ins in cfg.instrs:
-        for values in (ins.defs, ins.uses):
-            units = 0
-            seen = set()
-            for v in values:
-                if regs.classes[v] == RegClass.PRED:
-                    continue
-                g = tuples.group_of.get(v)
-                key = ("g", g[0]) if g else v
-                if key in seen:
-                    continue
-                seen.add(key)
-                units += tuples.groups[g[0]].units if g else vreg_shape(regs.classes[v],
-                                                                         regs.vec[v]).units
-            floor = max(floor, math.ceil(units / 2))
-    return choose_budget(sm, fn.directives, max_live, pair_penalty, 0, floor, resolve(knobs),
-                         limit)
+    return choose_budget(sm, fn.directives, max_live, pair_penalty, 0, largest_need(fn),
+                         resolve(knobs), limit)
 
 
 def check_registers(registers) -> None:

@@ -15,6 +15,7 @@ from ptxalloc import ptxas
 from ptxalloc.errors import AllocationError
 from ptxalloc.ir import build
 from ptxalloc.ir.cfg import CFG
+from ptxalloc.ir.edits import Edit, EditKind, value_slot
 from ptxalloc.ir.instruction import Instruction
 from ptxalloc.ir.registers import RegClass
 from ptxalloc.pipeline import allocate
@@ -309,12 +310,12 @@ def _slot_function(n: int, size: int = 16):
     stores, loads, sizes = [], [], {}
     for i in range(n):
         st = build.spill_store(fn.regs, v, "__ptxalloc_spill")
-        st.origin = ("spill", v, ("value", i))
+        st.origin = Edit(EditKind.SPILL, v, value_slot(i))
         ld = build.spill_reload(fn.regs, v, "__ptxalloc_spill")
-        ld.origin = ("reload", v, ("value", i))
+        ld.origin = Edit(EditKind.RELOAD, v, value_slot(i))
         stores.append(st)
         loads.append(ld)
-        sizes[("value", i)] = size
+        sizes[value_slot(i)] = size
     ret = next(i for i, s in enumerate(fn.body) if type(s) is Instruction)
     fn.body[ret:ret] = stores + loads
     return fn, sizes, stores

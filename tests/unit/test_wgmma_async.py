@@ -1,5 +1,6 @@
-"""Registers of asynchronous wgmma instructions in flight (alloc/asynchrony.py) and the
-serialization of wgmma groups that do not fit the budget (alloc/serialize_wgmma.py), on Triton
+"""Registers of asynchronous wgmma instructions in flight (analysis/in_flight.py,
+passes/asynchrony.py) and the serialization of wgmma groups that do not fit the budget
+(passes/serialize_wgmma.py), on Triton
 3.9's fused-attention kernels (tests/data/triton, generate.py there) and a hand-written sm_90a
 kernel (tests/data/wgmma).
 

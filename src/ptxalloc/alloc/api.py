@@ -47,7 +47,10 @@ if TYPE_CHECKING:
 
 @dataclass
 class Coloring:
-    """An allocator's answer for one round."""
+    """An allocator's answer for one round: a start unit for every node it placed (``start``)
+    and the nodes it could not place (``spilled``: the driver spills or relieves them and runs
+    another round); ``stack`` and ``optimistic`` record Briggs's simplify order for the
+    report, and ``optimal`` whether the register count is proven minimal (None: unknown)."""
 
     start: dict[int, int] = field(default_factory=dict)   # node -> start unit
     spilled: list[int] = field(default_factory=list)      # nodes without a placement
@@ -117,9 +120,12 @@ class Program:
 
 
 class Problem:
-    """The allocation problem of one round. ``reg_*`` arrays are indexed by register id and
-    describe the registers as the analysis found them; the node arrays (``shape``, ``adj``,
-    ``cost``, ``members``, ...) change as coalescing merges nodes."""
+    """The allocation problem of one round, in plain arrays (no reference to the function or
+    its CFG): the register file within the budget, every register's shape, interference, spill
+    cost and size, the register tuples, the copies (weighted by block frequency), the program
+    points, the precolored, pinned and preferred placements. ``reg_*`` arrays are indexed by
+    register id and describe the registers as the analysis found them; the node arrays
+    (``shape``, ``adj``, ``cost``, ``members``, ...) change as coalescing merges nodes."""
 
     def __init__(self, regfile: RegFile, reg_shape: list[Shape], reg_adj: list[int],
                  reg_cost: list[float], reg_bytes: list[int],

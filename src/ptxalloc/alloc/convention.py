@@ -1,54 +1,46 @@
-"""The calling convention applied to a function (seed 003; SPEC section 7;
+"""The calling convention's rules as the allocator applies them (seed 003; SPEC section 7;
 :mod:`ptxalloc.target.abi` gives the registers).
 
-Before allocation (:func:`prepare`), the values that carry arguments and results are bound to
-the convention's registers. In PTX they travel through ``.param`` space, so the model binds the
-registers that move them in and out of it:
+* Arguments and results are bound to the convention's registers before allocation, through
+  precolored registers and copies (the pre-pass :mod:`ptxalloc.passes.convention`).
+* Spill costs (:func:`cost_factors`): a value bound to an argument register costs
+  ``abi.ARG_FACTOR`` (x2.0) more to spill, a value live across a call ``abi.CALLEE_SAVED_FACTOR``
+  (x1.5) more when callee-saved registers exist.
+* Placement: values live across calls prefer the callee-saved registers
+  (:func:`callee_saved_preference`), and compaction must not move more of them into caller-saved
+  registers (:func:`caller_save_penalty`). R31, the frame pointer, is never allocated where the
+  convention applies; a ``.func`` with a guarded ``ret`` is not given callee-saved registers at
+  all, so that every epilogue is unconditional (:func:`callee_saved_reserved`).
+* After allocation, every value live across a ``call`` in a caller-saved register (R0-R23 and
+  R32 up, clipped to the budget) is saved around it, and a ``.func`` saves the callee-saved
+  registers (R24-R30, clipped) it uses on entry and restores them before every ``ret``
+  (:mod:`ptxalloc.spill.saves`).
 
-* in a ``.func``, the result of ``ld.param`` of its own parameter i is bound to that argument's
-  register, and the source of ``st.param`` into its return parameter to R0 (R0:R1);
-* at a call site, the source of ``st.param`` into the call's i-th argument parameter is bound to
-  the argument register, and the result of ``ld.param`` from the call's return parameter to R0;
-* an old-ABI ``call (%r1), f, (%r2)`` passes registers directly: its return and argument
-  registers are bound the same way.
-
-Each binding goes through a fresh *precolored* register and a copy (``mov``) to or from the
-original value, so coalescing decides whether the value itself can live in the convention's
-register; precolored registers make their placement unavailable to every neighbour (seed 002
-edge cases 2 and 3).
-
-After coloring (:func:`insert_call_saves`, :func:`insert_callee_saves`):
-
-* every value live across a ``call`` whose register is caller-saved (R0-R23, clipped to the
-  budget) is stored before the call and reloaded after it — counted as spill traffic;
-* a ``.func`` that uses a callee-saved register (R24-R30, clipped) stores it on entry and
-  reloads it before every ``ret``. A ``.func`` with a guarded ``ret`` is not given callee-saved
-  registers at all, so every epilogue is unconditional.
-
-Functions with neither calls nor a ``.func`` header (leaf kernels) are left alone. A tail call —
-a call whose result is only returned — is detected and reported (PTX has no jump to another
-function, so it stays a call).
+Functions with neither calls nor a ``.func`` header (leaf kernels) are left alone
+(:func:`applies`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from itertools import islice
+from typing import Callable
 
-from ..ir import build
-from ..ir.cfg import CFG
-from ..ir.instruction import DIRECTIVE, SCOPE_CLOSE, SCOPE_OPEN, Instruction, Raw
+from ..analysis.calls import is_call
 from ..ir.module import Function
-from ..ir.operands import Args, Mem, Reg, Sym
-from ..ir.registers import RegClass
-from ..ptx.parser import parse_param_declaration
-from ..target.abi import Convention, assign_arguments, return_register
+from ..target.abi import (ARG_FACTOR, CALLEE_SAVED, CALLEE_SAVED_FACTOR, FRAME_POINTER,
+                          Convention)
+from ..target.units import GPR
 from ..util import bits
 
 
 @dataclass
 class ConventionInfo:
+    """What the convention found in one function and did to it: whether it applies
+    (``active``), calls and tail calls, the precolored registers (register -> start unit) and
+    the values moved to and from them, and, after allocation, the values live across calls,
+    the callee-saved registers used and the bytes saved and restored."""
+
     active: bool = False
     leaf: bool = True
     calls: int = 0
@@ -61,14 +53,23 @@ class ConventionInfo:
     save_restore_bytes: int = 0
 
     def report(self) -> dict:
+        """The report's ``convention`` field."""
         return {"leaf": self.leaf, "calls": self.calls, "tail_calls": self.tail_calls,
                 "values_live_across_calls": self.values_across_calls,
                 "callee_saved_used": [f"R{r}" for r in self.callee_saved_used],
                 "save_restore_bytes": self.save_restore_bytes}
 
-
-def is_call(ins: Instruction) -> bool:
-    return ins.base == "call"
+    def note(self, conv: Convention) -> str:
+        """The ``-v`` line that describes the convention's work on the function."""
+        cs = conv.callee_saved
+        clip = ("" if len(cs) == len(CALLEE_SAVED) else
+                f" (budget {conv.k}: {'no' if not len(cs) else f'only R{cs.start}-R{cs.stop - 1}'}"
+                f" callee-saved registers; values live across calls are saved around them)")
+        used = ", ".join(f"R{r}" for r in self.callee_saved_used) or "none"
+        return (f"calling convention: {'leaf' if self.leaf else 'non-leaf'}, {self.calls} "
+                f"call(s), {self.tail_calls} tail call(s), {self.values_across_calls} value(s) "
+                f"live across calls, callee-saved used: {used}, {self.save_restore_bytes} bytes "
+                f"saved and restored{clip}")
 
 
 def applies(fn: Function) -> bool:
@@ -76,388 +77,60 @@ def applies(fn: Function) -> bool:
     return fn.kind == "func" or any(is_call(ins) for ins in fn.instructions())
 
 
-def _param_base(op) -> tuple[str, str] | None:
-    """(symbol, offset text) of a ``[sym+off]`` address."""
-    if type(op) is Mem and type(op.base) is Sym and not op.rest:
-        return op.base.text, op.offset
-    return None
-
-
-def _whole(offset: str) -> bool:
-    return offset in ("", "+0")
-
-
-def _with_param_sizes(fn: Function, module_decls: list[str]):
-    """Each instruction of ``fn`` with the sizes of the ``.param`` symbols declared where it
-    stands: nvcc declares ``param0``, ``param1`` ... afresh, with other sizes, in the scope of
-    every call sequence, so a name means what its innermost declaration says."""
-    sizes: dict[str, int] = {}
-    for text in module_decls:
-        p = parse_param_declaration(text)
-        if p is not None:
-            sizes[p.name] = p.size
-    stack: list[list[tuple[str, int | None]]] = [[]]
-    for s in fn.body:
-        t = type(s)
-        if t is Instruction:
-            yield s, sizes
-        elif t is Raw:
-            if s.kind == SCOPE_OPEN:
-                stack.append([])
-            elif s.kind == SCOPE_CLOSE and len(stack) > 1:
-                for name, prev in reversed(stack.pop()):
-                    if prev is None:
-                        sizes.pop(name, None)
-                    else:
-                        sizes[name] = prev
-            elif s.kind == DIRECTIVE and s.text.startswith(".param"):
-                p = parse_param_declaration(s.text)
-                if p is not None:
-                    stack[-1].append((p.name, sizes.get(p.name)))
-                    sizes[p.name] = p.size
-
-
-def prepare(fn: Function, conv: Convention, module_decls: list[str],
-            origin_of: dict[int, int]) -> ConventionInfo:
-    """Bind argument and result values to the convention's registers (in place)."""
-    info = ConventionInfo()
-    instrs = fn.instructions()
-    info.calls = sum(1 for ins in instrs if is_call(ins))
-    info.leaf = info.calls == 0
-    info.active = fn.kind == "func" or not info.leaf
-    info.guarded_ret = any(ins.base == "ret" and ins.guard >= 0
-                           for ins in instrs)
-    if not info.active:
-        return info
-    regs = fn.regs
-    # the function's own parameters and return value
-    # (register, size in bytes) of each parameter the convention binds
-    own_arg: dict[str, tuple[int, int]] = {}
-    if fn.kind == "func" and all(p.space == "param" for p in fn.params):
-        for p, r in zip(fn.params, assign_arguments([p.size for p in fn.params], conv)):
-            if r is not None:
-                own_arg[p.name] = (r, p.size)
-    own_ret: dict[str, tuple[int, int]] = {}
-    if fn.kind == "func" and len(fn.returns) == 1 and fn.returns[0].space == "param":
-        r = return_register(fn.returns[0].size, conv)
-        if r is not None:
-            own_ret[fn.returns[0].name] = (r, fn.returns[0].size)
-    # call sites: which st.param feeds which argument, which ld.param reads which result
-    bind_use: dict[int, tuple[int, int]] = {}       # id(st.param) -> (register, size)
-    bind_def: dict[int, tuple[int, int]] = {}       # id(ld.param) -> (register, size)
-    last_store: dict[str, Instruction] = {}
-    pending_ret: dict[str, tuple[int, int]] = {}
-    for ins, sizes in _with_param_sizes(fn, module_decls):
-        opc = ins.opcode
-        if opc.startswith("st.param") and len(ins.ops) == 2:
-            pb = _param_base(ins.ops[0])
-            if pb is not None:
-                last_store[pb[0]] = ins
-                if pb[0] in own_ret and _whole(pb[1]):
-                    bind_use[id(ins)] = own_ret[pb[0]]
-        elif opc.startswith("ld.param") and len(ins.ops) == 2:
-            pb = _param_base(ins.ops[1])
-            if pb is not None and _whole(pb[1]):
-                if pb[0] in own_arg:
-                    bind_def[id(ins)] = own_arg[pb[0]]
-                elif pb[0] in pending_ret:
-                    bind_def[id(ins)] = pending_ret.pop(pb[0])
-        elif is_call(ins):
-            rets, args = _call_lists(ins)
-            arg_names = [a.text for a in args if type(a) is Sym]
-            if len(arg_names) == len(args):
-                arg_sizes = [sizes.get(n, 4) for n in arg_names]
-                regs_for = assign_arguments(arg_sizes, conv)
-                for name, r, size in zip(arg_names, regs_for, arg_sizes):
-                    st = last_store.pop(name, None)
-                    if st is not None and r is not None:
-                        pb = _param_base(st.ops[0])
-                        if _whole(pb[1]):
-                            bind_use[id(st)] = (r, size)
-            if len(rets) == 1 and type(rets[0]) is Sym:
-                size = sizes.get(rets[0].text, 4)
-                r = return_register(size, conv)
-                if r is not None:
-                    pending_ret[rets[0].text] = (r, size)
-    info.tail_calls = _tail_calls(fn)
-    # rewrite: precolored temporaries and copies
-    body = []
-    for s in fn.body:
-        if type(s) is not Instruction:
-            body.append(s)
-            continue
-        pre: list[Instruction] = []
-        post: list[Instruction] = []
-        new = s
-        if id(s) in bind_use:
-            src = s.ops[1]
-            reg, size = bind_use[id(s)]
-            if type(src) is Reg and not src.comp and s.guard < 0 and _fits(regs, src.v, size):
-                t = _precolored(fn, src.v, reg, info, origin_of)
-                pre.append(_move(regs, t, src.v, origin_of, s.line))
-                new = s.copy_with([s.ops[0], Reg(t)])
-        elif id(s) in bind_def:
-            dst = s.ops[0]
-            reg, size = bind_def[id(s)]
-            if type(dst) is Reg and not dst.comp and s.guard < 0 and _fits(regs, dst.v, size):
-                t = _precolored(fn, dst.v, reg, info, origin_of)
-                new = s.copy_with([Reg(t), s.ops[1]])
-                post.append(_move(regs, dst.v, t, origin_of, s.line))
-        elif is_call(s):
-            new = _bind_register_call(fn, s, conv, info, origin_of, pre, post)
-        body.extend(pre)
-        body.append(new)
-        body.extend(post)
-    fn.body = body
-    return info
-
-
-def _call_lists(ins: Instruction) -> tuple[list, list]:
-    """(return list, argument list) of a call."""
-    rets: list = []
-    args: list = []
-    seen_target = False
-    for op in ins.ops:
-        if type(op) is Args:
-            if seen_target:
-                args = op.items
-            else:
-                rets = op.items
-        else:
-            seen_target = True
-    return rets, args
-
-
-def _bind_register_call(fn: Function, ins: Instruction, conv: Convention,
-                        info: ConventionInfo, origin_of: dict[int, int], pre: list,
-                        post: list) -> Instruction:
-    """Old ABI: ``call (%r1), f, (%r2, %r3)`` passes registers; bind them."""
-    regs = fn.regs
-    rets, args = _call_lists(ins)
-    reg_args = [a for a in args if type(a) is Reg and not a.comp]
-    reg_rets = [r for r in rets if type(r) is Reg and not r.comp]
-    if not reg_args and not reg_rets:
-        return ins
-    arg_regs = assign_arguments([build.width_bytes(regs, a.v) for a in reg_args], conv)
-    mapping: dict[int, Reg] = {}
-    for a, r in zip(reg_args, arg_regs):
-        if r is not None and a.v not in mapping:
-            t = _precolored(fn, a.v, r, info, origin_of)
-            pre.append(_move(regs, t, a.v, origin_of, ins.line))
-            mapping[a.v] = Reg(t)
-    ret_map: dict[int, Reg] = {}
-    if len(reg_rets) == 1:
-        r = return_register(build.width_bytes(regs, reg_rets[0].v), conv)
-        if r is not None:
-            v = reg_rets[0].v
-            t = _precolored(fn, v, r, info, origin_of)
-            post.append(_move(regs, v, t, origin_of, ins.line))
-            ret_map[v] = Reg(t)
-    new_ops = []
-    seen_target = False
-    for op in ins.ops:
-        if type(op) is Args:
-            table = mapping if seen_target else ret_map
-            op = Args([table.get(it.v, it) if type(it) is Reg and not it.comp else it
-                       for it in op.items])
-        else:
-            seen_target = True
-        new_ops.append(op)
-    return ins.copy_with(new_ops)
-
-
-def _fits(regs, v: int, size: int) -> bool:
-    """Whether register ``v`` can stand for a parameter of ``size`` bytes in its convention
-    register: a 64-bit register for an 8-byte one, a 32- or 16-bit register for a smaller one
-    (``ld.param.s32 %rd1, [p]`` widens a 4-byte parameter into a pair: it binds nothing)."""
-    width = build.width_bytes(regs, v)
-    if regs.classes[v] == RegClass.PRED or regs.vec[v] > 1:
-        return False
-    return width == 8 if size > 4 else width <= 4
-
-
-def _precolored(fn: Function, like: int, reg: int, info: ConventionInfo,
-                origin_of: dict[int, int]) -> int:
-    regs = fn.regs
-    t = regs.like(like, f"{regs.names[like]}$abi")
-    origin_of[t] = origin_of.get(like, like)
-    info.precolored[t] = 2 * reg
-    info.bound_values.add(like)
-    return t
-
-
-def _move(regs, dst: int, src: int, origin_of: dict[int, int], line: int) -> Instruction:
-    mv = build.copy(regs, dst, src, line)
-    mv.origin = ("move", origin_of.get(dst, dst))
-    return mv
-
-
-def _tail_calls(fn: Function) -> int:
-    """Calls followed, in their block, only by moving their result to the function's return
-    parameter and returning."""
-    ret_names = {p.name for p in fn.returns}
-    count = 0
-    instrs = fn.instructions()
-    for i, ins in enumerate(instrs):
-        if not is_call(ins):
-            continue
-        rets, _ = _call_lists(ins)
-        names = {r.text for r in rets if type(r) is Sym}
-        carried: set[int] = {r.v for r in rets if type(r) is Reg}
-        ok = False
-        for nxt in islice(instrs, i + 1, None):
-            opc = nxt.opcode
-            if opc.startswith("ld.param"):
-                pb = _param_base(nxt.ops[1]) if len(nxt.ops) == 2 else None
-                if pb is None or pb[0] not in names:
-                    break
-                carried.update(nxt.defs)
-            elif opc.startswith("st.param"):
-                pb = _param_base(nxt.ops[0]) if len(nxt.ops) == 2 else None
-                if pb is None or pb[0] not in ret_names or not set(nxt.uses) <= carried:
-                    break
-            elif nxt.is_copy and set(nxt.uses) <= carried:
-                carried.update(nxt.defs)
-            elif nxt.base == "ret" and nxt.guard < 0:
-                ok = True
-                break
-            else:
-                break
-        count += ok
-    return count
-
-
-# -- after coloring ---------------------------------------------------------------------------
-
-def live_across_calls(cfg: CFG, liveness) -> dict[int, int]:
-    """For each call (by instruction id) the bitset of registers live across it."""
-    out: dict[int, int] = {}
-    for b in cfg.blocks:
-        if not any(is_call(ins) for ins in b.instrs):
-            continue
-        after = liveness.live_after(b.id)
-        for k, ins in enumerate(b.instrs):
-            if is_call(ins):
-                live = after[k]
-                for d in ins.defs:
-                    live &= ~(1 << d)
-                out[b.first + k] = live
-    return out
-
-
-def insert_call_saves(fn: Function, cfg: CFG, liveness, start: dict[int, int],
-                      shapes: dict[int, object], conv: Convention, info: ConventionInfo,
-                      state) -> list[int]:
-    """Store before every call, and reload after it, each value live across the call in a
-    caller-saved register; returns the slot keys created."""
-    caller = conv.caller_saved_units()
-    across = live_across_calls(cfg, liveness)
-    regs = fn.regs
-    saves: dict[int, list[int]] = {}
-    seen_values: set[int] = set()
-    for iid, live in across.items():
-        vs = []
-        for v in bits(live):
-            if v not in start or regs.classes[v] == RegClass.PRED:
-                continue
-            seen_values.add(v)
-            sh = shapes[v]
-            mask = sh.mask(start[v])
-            if mask & caller:
-                vs.append(v)
-        if vs:
-            saves[id(cfg.instrs[iid])] = vs
-    info.values_across_calls = len(seen_values)
-    if not saves:
-        return []
-    keys = []
-    body = []
-    for s in fn.body:
-        vs = saves.get(id(s)) if type(s) is Instruction else None
-        if not vs:
-            body.append(s)
-            continue
-        post = []
-        for v in vs:
-            key = ("save", v)       # one slot per value: a save no call changed is redundant
-            state.slot_size[key] = build.width_bytes(regs, v)
-            keys.append(key)
-            st = build.spill_store(regs, v, state.array, s.line)
-            st.origin = ("save", state.origin_of.get(v, v), key)
-            ld = build.spill_reload(regs, v, state.array, s.line)
-            ld.origin = ("restore", state.origin_of.get(v, v), key)
-            body.append(st)
-            post.append(ld)
-            info.save_restore_bytes += 2 * build.width_bytes(regs, v)
-        body.append(s)
-        body.extend(post)
-    fn.body = body
-    return keys
-
-
-def insert_callee_saves(fn: Function, used_units: int, conv: Convention, info: ConventionInfo,
-                        state, names_for: dict[int, int]) -> None:
-    """Prologue and epilogues of a ``.func`` for the callee-saved registers it uses.
-    ``names_for`` receives, for each saved register, the id of a new 32-bit register table
-    entry standing for it (placed at that register)."""
-    regs = fn.regs
-    used = [r for r in conv.callee_saved if used_units >> (2 * r) & 3]
-    info.callee_saved_used = used
-    if not used or fn.kind != "func":
-        return                      # a kernel has no caller whose registers it must keep
-    prologue = []
-    epilogue_for = []
-    for r in used:
-        v = regs.add(f"%R{r}$callee", ".b32", RegClass.GPR32)
-        names_for[v] = 2 * r
-        key = ("callee", r)
-        state.slot_size[key] = 4
-        st = build.spill_store(regs, v, state.array)
-        st.origin = ("csave", r, key)
-        prologue.append(st)
-        epilogue_for.append((v, key))
-        info.save_restore_bytes += 4
-    body = []
-    placed = False
-    for s in fn.body:
-        if type(s) is Instruction and not placed:
-            body.extend(prologue)
-            placed = True
-        if type(s) is Instruction and s.base == "ret":
-            for v, key in epilogue_for:
-                ld = build.spill_reload(regs, v, state.array, s.line)
-                ld.origin = ("crestore", int(key[1]), key)
-                body.append(ld)
-                info.save_restore_bytes += 4
-        body.append(s)
-    if not placed:
-        body[0:0] = prologue
-    fn.body = body
-
-
 def callee_saved_reserved(conv: Convention, info: ConventionInfo, fn: Function) -> int:
     """Units the allocator may not use: R31 (the frame pointer) wherever the convention
     applies, and the callee-saved registers of a ``.func`` whose ``ret`` is guarded."""
     mask = 0
     if info.active and conv.reserves_frame_pointer:
-        mask |= 3 << 62
+        mask |= 3 << (2 * FRAME_POINTER)
     if info.active and fn.kind == "func" and info.guarded_ret:
         mask |= conv.callee_saved_units()
     return mask
 
 
 def cost_factors(analysis, conv: Convention, info: ConventionInfo) -> None:
-    """Seed 003's spill-cost factors: values bound to argument registers x2.0, values live
-    across a call (which want a callee-saved register) x1.5 when callee-saved registers exist
-    (the 64-bit factor x1.2 is applied by the cost model itself)."""
+    """Seed 003's spill-cost factors, in place on ``analysis.costs``: values bound to argument
+    registers x``ARG_FACTOR``, values live across a call (which want a callee-saved register)
+    x``CALLEE_SAVED_FACTOR`` when callee-saved registers exist (the 64-bit factor x1.2 is
+    applied by the cost model itself)."""
     costs = analysis.costs
     for v in info.bound_values:
         if v < len(costs) and not math.isinf(costs[v]):
-            costs[v] *= 2.0
+            costs[v] *= ARG_FACTOR
     if len(conv.callee_saved) and not info.leaf:
-        across = 0
-        for live in live_across_calls(analysis.cfg, analysis.liveness).values():
-            across |= live
-        for v in bits(across):
+        for v in bits(analysis.across_calls):
             if not math.isinf(costs[v]):
-                costs[v] *= 1.5
+                costs[v] *= CALLEE_SAVED_FACTOR
+
+
+def callee_saved_preference(analysis, conv: Convention, info: ConventionInfo) -> dict[int, int]:
+    """Values live across a call prefer the callee-saved registers (no save around calls):
+    register -> the units it prefers."""
+    if info.leaf or not len(conv.callee_saved):
+        return {}
+    mask = conv.callee_saved_units()
+    return {v: mask for v in bits(analysis.across_calls)}
+
+
+def caller_save_penalty(analysis, conv: Convention, problem,
+                        info: ConventionInfo) -> Callable[[dict[int, int]], int] | None:
+    """How many (call, value) pairs a coloring of ``problem`` (node -> start unit) would have to
+    save around calls; compaction must not make it worse. None in a leaf function."""
+    if info.leaf:
+        return None
+    across = list(analysis.live_across_calls.values())
+    caller = conv.caller_saved_units()
+
+    def penalty(start: dict[int, int]) -> int:
+        """The (call, value) pairs in caller-saved registers under ``start``."""
+        count = 0
+        for live in across:
+            for v in bits(live):
+                n = problem.find(v)
+                s = start.get(n)
+                if s is None or problem.shape[n].file != GPR:
+                    continue
+                if problem.shape[n].mask(s + problem.offset[v]) & caller:
+                    count += 1
+        return count
+    return penalty

@@ -1,11 +1,21 @@
-"""Allocation rounds for one function (seed 002 "Iteration Counts"; SPEC 4.6, sections 5, 7
-and 8).
+"""The allocation of one function, as a table of contents (seed 002 "Iteration Counts"; SPEC
+4.6, sections 5, 7 and 8; laid out like regalloc2's ``ion/mod.rs``).
 
-    legalize tuples -> bind the calling convention
-    -> [ analyse -> build the problem -> coalesce -> color
-         -> spill and rewrite while actual spills remain ] -> compact the colors
-    -> caller saves around calls, callee-saved prologue/epilogues
-    -> drop redundant spill code -> assign spill slots -> write physical PTX
+:func:`allocate_function` runs these steps, each a function below:
+
+1. :func:`_prepare` — the IR pre-passes (:mod:`ptxalloc.passes`: tuple legalization, the
+   calling convention's binding, ``wgmma`` serialization, the asynchrony binding) and the
+   feasibility check (:func:`ptxalloc.analysis.need.check_feasible`);
+2. rounds of :func:`_round` until nothing is left to spill: :func:`_analyse` (the analyses,
+   the convention's cost factors, the :class:`~api.Problem`), coalescing when the allocator
+   asks for it (:mod:`coalesce`), coloring by the allocator's session, :func:`_spill` (the
+   rewrite of :mod:`ptxalloc.spill.rewrite`, or relief for a node that may not be spilled:
+   :mod:`relief`);
+3. :func:`_compact` — the final coloring's register count lowered (:mod:`compact`);
+4. :func:`_finish` — the saves around calls and the callee-saved prologue and epilogues
+   (:mod:`ptxalloc.spill.saves`), redundant spill code dropped (:mod:`ptxalloc.spill.lazy`),
+   spill slots laid out (:mod:`ptxalloc.spill.slots`), physical names, and the PTX and
+   figures of the :class:`FunctionResult` (:mod:`output`).
 
 Each round analyses the function as the previous round left it. A node the allocator could not
 place is spilled: its registers get stores and reloads (or are rematerialized) and the next
@@ -28,29 +38,32 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..analysis import Liveness, Pressure, analyze_function
-from ..analysis.tuples import find_tuples
+from ..analysis import FunctionAnalysis, analyze_function, pressure_of
+from ..analysis.calls import is_call
+from ..analysis.need import check_feasible, pinned_registers
 from ..errors import AllocationError
-from ..ir import isa
 from ..ir.build import width_bytes
 from ..ir.cfg import CFG
 from ..ir.module import Function
+from ..passes.asynchrony import bind_async_waits
+from ..passes.convention import bind_convention
+from ..passes.legalize import legalize_tuples
+from ..passes.serialize_wgmma import serialize_wgmma
 from ..spill.lazy import remove_redundant_spill_code
 from ..spill.remat import COMPUTE_COST, remat_candidates
 from ..spill.rewrite import SpillState, rewrite_spills
-from ..spill.slots import LOAD_KINDS, STORE_KINDS, assign_slots
+from ..spill.saves import insert_call_saves, insert_callee_saves
+from ..spill.slots import assign_slots
 from ..target.abi import Convention
 from ..target.sm import SMProfile
-from ..target.units import GPR, PRED, RegFile, vreg_shape
-from ..util import bits, gc_paused
+from ..target.units import GPR, PRED, RegFile, Shape, vreg_shape
+from ..util import gc_paused
 from . import api, convention, output
-from .api import Coloring, Problem
-from .asynchrony import bind_async_waits
+from .api import Allocator, Coloring, Problem
 from .coalesce import COALESCE_FACTOR, coalesce
 from .compact import compact, high_water
-from .legalize import legalize_tuples
-from .matrix import UnitMatrix
-from .serialize_wgmma import group_shapes, operand_shapes, serialize_wgmma
+from .convention import ConventionInfo
+from .relief import relieve, spillable, stuck_message
 from .session import Session
 
 MAX_ROUNDS = 40
@@ -59,6 +72,10 @@ SPILL_ARRAY = "__ptxalloc_spill"
 
 @dataclass
 class Options:
+    """How to allocate: the registered allocator's name, the factor Briggs's coalescing weighs
+    copies by (seed 002), whether to compact the final coloring (:mod:`compact`), and the
+    fat-point knobs by their ptxas names (:mod:`knobs`)."""
+
     allocator: str = "briggs"
     coalesce_factor: float = COALESCE_FACTOR
     compact: bool = True
@@ -93,6 +110,7 @@ class FunctionResult:
     extra: dict[str, object] = field(default_factory=dict)
 
     def report(self) -> dict:
+        """The function's row of the JSON report (``extra`` fields last)."""
         row = {k: getattr(self, k) for k in (
             "name", "allocator", "budget", "registers", "predicates", "max_live",
             "max_live_legalized", "spill_stores_bytes", "spill_loads_bytes", "stack_frame_bytes", "spilled_values",
@@ -109,113 +127,47 @@ class FunctionResult:
         return [n[len("warning: "):] for n in self.notes if n.startswith("warning: ")]
 
 
-def _max_live_as_written(fn: Function) -> int:
-    """MaxLive of the function as written, as ``analyze`` reports it. The allocator starts
-    from a rewritten copy — tuple legalization's copies, the convention's binding copies, the
-    registers of asynchronous instructions kept live until their wait — whose MaxLive
-    (``max_live_legalized``) can be higher; both are reported, each under its own name."""
-    cfg = CFG(fn)
-    return Pressure(cfg, Liveness(cfg), find_tuples(fn, cfg.instrs)).max_live
+@dataclass(slots=True)
+class Allocation:
+    """One function's allocation in progress, handed from step to step (regalloc2's ``Env``):
+    the input and its budget, the working copy the pre-passes and the spill rewrites change,
+    the convention's record, the spill state, and the last round's analysis, problem and
+    coloring."""
+
+    original: Function                  # the function as parsed (never changed)
+    sm: SMProfile
+    budget: int
+    options: Options
+    session: Session
+    result: FunctionResult
+    work: Function                      # the working copy
+    conv: Convention
+    info: ConventionInfo
+    regfile: RegFile
+    pinned: set[int]                    # .reg parameters: outside allocation
+    state: SpillState
+    name: Callable[[int], str]          # register id -> the name of its value in the input
+    in_flight: set[int]                 # registers of asynchronous instructions
+    relief_precolored: dict[int, int] = field(default_factory=dict)   # see :func:`_spill`
+    analysis: FunctionAnalysis | None = None
+    problem: Problem | None = None
+    coloring: Coloring | None = None
 
 
-def check_feasible(fn: Function, regfile: RegFile, pinned: set[int],
-                   name: Callable[[int], str]) -> None:
-    """Refuse a budget that one instruction's operands alone exceed (SPEC section 2). The
-    instructions that carry register tuples are checked first, so that a tuple too wide for
-    the budget is blamed on the tensor or vector instruction that needs it, not on a ``mov``
-    that merely writes one member; ``name`` gives registers their names in the input."""
-    regs = fn.regs
-    groups = group_shapes(fn)
-    instrs = fn.instructions()
-    instrs.sort(key=lambda ins: not isa.tuple_operands(ins, regs))      # stable
-    for ins in instrs:
-        # a guarded definition may keep the old value: it must be in its register before, as
-        # the uses are
-        before = ins.uses + ins.defs if ins.guard >= 0 else ins.uses
-        for values in (before, ins.defs):
-            shapes = operand_shapes(fn, values, groups, pinned)
-            if shapes and not regfile.fits(shapes):
-                need = sum(s.units for s in shapes) / 2
-                tuples = [s for s in shapes if s.units > 8 or str(s).startswith("TUPLE")]
-                what = (f"{len(shapes)} operand(s), among them a {tuples[0].units / 2:g}-register "
-                        f"tuple aligned to {tuples[0].align // 2}" if tuples else
-                        f"{len(shapes)} operand(s)")
-                raise AllocationError(
-                    f"{fn.filename}:{ins.line}: function '{fn.name}': "
-                    f"'{ins.render(name)}' needs {need:g} registers at once ({what}), more than "
-                    f"the budget of {regfile.k} allows")
+class _Clock:
+    """Wall-clock seconds per phase (the report's ``seconds``)."""
 
+    __slots__ = ("seconds", "_t")
 
-def _spillable(problem: Problem, node: int, unspillable: set[int]) -> list[int]:
-    """The members of a node that may be spilled: not spill temporaries, not bound to a
-    convention register (coalescing may have merged such registers with ordinary values)."""
-    return [v for v in problem.members[node] if v not in unspillable]
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._t = time.perf_counter()
 
-
-def _relieve(problem: Problem, coloring: Coloring, node: int,
-             unspillable: set[int]) -> tuple[set[int], int | None] | None:
-    """How the unspillable ``node`` gets a placement next round: the registers to spill (the
-    spillable members of the colored neighbours on one placement) and, when that placement is
-    also held by neighbours that cannot be spilled but can move (other temporaries), the
-    placement to fix ``node`` to, so that those move elsewhere. A neighbour fixed by the
-    convention gives way too when ordinary values were coalesced into it: spilling them leaves
-    the convention's short-lived register alone. The placement needing fewest moves, then the
-    cheapest spills, wins; None when every placement is held by a convention register
-    alone."""
-    matrix = UnitMatrix.for_problem(problem, coloring.start)
-    costs = problem.reg_cost
-    best = None
-    for s, _ in problem.regfile.placements(problem.shape[node]):
-        cost = 0.0
-        moved = 0
-        chosen: list[int] = []
-        for m in bits(matrix.conflicts(node, s)):
-            members = _spillable(problem, m, unspillable)
-            if not members:
-                if m in problem.precolored:
-                    break           # a convention register alone: it cannot go anywhere
-                moved += 1
-                continue
-            cost += sum(costs[v] for v in members)
-            chosen.extend(members)
-        else:
-            key = (moved, cost)
-            if best is None or key < best[0]:
-                best = (key, set(chosen), s if moved else None)
-    return (best[1], best[2]) if best else None
-
-
-def _stuck_message(fn: Function, problem: Problem, node: int, budget: int,
-                   name: Callable[[int], str]) -> str:
-    v = problem.members[node][0]
-    for ins in fn.instructions():
-        if v in ins.defs or v in ins.uses:
-            return (f"{fn.filename}:{ins.line}: function '{fn.name}': cannot allocate "
-                    f"'{ins.render(name)}' within {budget} registers: its operands and the "
-                    f"values that must stay live across it (registers bound by the calling "
-                    f"convention, registers of asynchronous tensor instructions) do not fit")
-    return f"function '{fn.name}': cannot allocate within {budget} registers"
-
-
-def _original_names(fn: Function, origin_of: dict[int, int]) -> Callable[[int], str]:
-    """Register id of the working function -> the name of the value it carries in the input
-    (spill temporaries and copies have internal names)."""
-    names = fn.regs.names
-
-    def name(v: int) -> str:
-        return names[origin_of.get(v, v)]
-    return name
-
-
-def _callee_saved_preference(analysis, conv: Convention, info) -> dict[int, int]:
-    """Values live across a call prefer the callee-saved registers (no save around calls)."""
-    if info.leaf or not len(conv.callee_saved):
-        return {}
-    mask = conv.callee_saved_units()
-    across = 0
-    for live in convention.live_across_calls(analysis.cfg, analysis.liveness).values():
-        across |= live
-    return {v: mask for v in bits(across)}
+    def lap(self, phase: str) -> None:
+        """Charge the time since the last lap to ``phase``."""
+        t = time.perf_counter()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + t - self._t
+        self._t = t
 
 
 def allocate_function(fn: Function, sm: SMProfile, budget: int,
@@ -224,204 +176,275 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
     """Allocate one function to ``budget`` registers; ``module_decls`` are the module-level
     declaration texts (for the sizes of ``.param`` symbols declared there)."""
     options = options or Options()
-    try:
-        allocator = api.get(options.allocator)
-    except KeyError:
-        raise AllocationError(f"unknown allocator '{options.allocator}' "
-                              f"(known: {', '.join(sorted(api.names()))})") from None
-    seconds: dict[str, float] = {}
-
-    def tick(phase: str, t0: float) -> float:
-        t = time.perf_counter()
-        seconds[phase] = seconds.get(phase, 0.0) + t - t0
-        return t
-
+    allocator = _allocator(options.allocator)
     with gc_paused():
-        t = time.perf_counter()
-        result = FunctionResult(fn.name, options.allocator, budget)
-        conv = Convention(budget)
-        pinned = {p.vid for p in fn.params + fn.returns if p.space == "reg" and p.vid >= 0}
-        origin_of = {v: v for v in range(len(fn.regs))}
-        session = allocator.open(fn, budget, options)
-        work = fn.copy()
-        result.moves = sum(1 for ins in fn.instructions() if ins.is_copy)
-        legalize_tuples(work, origin_of)
-        info = convention.prepare(work, conv, module_decls or [], origin_of)
-        regfile = RegFile(budget, reserved=convention.callee_saved_reserved(conv, info, work))
-        original_name = _original_names(fn, origin_of)
-        result.notes.extend(serialize_wgmma(work, regfile, pinned, original_name))
-        check_feasible(work, regfile, pinned, original_name)
-        in_flight = bind_async_waits(work)
-        state = SpillState(output.spill_array_name(fn, SPILL_ARRAY), origin_of)
-        state.no_spill |= in_flight
-        t = tick("legalize", t)
-        first_max_live = None
-        # temporaries precolored to a placement after getting stuck (:func:`_relieve`)
-        relief_precolored: dict[int, int] = {}
-        while True:
-            result.rounds += 1
-            if result.rounds > MAX_ROUNDS:
-                raise AllocationError(f"function '{fn.name}': allocation did not converge in "
-                                      f"{MAX_ROUNDS} rounds at budget {budget}")
-            remat = {v: d for v, d in remat_candidates(work, work.instructions()).items()
-                     if v not in pinned and v not in info.precolored}
-            analysis = analyze_function(work, sm, {v: COMPUTE_COST for v in remat},
-                                        state.no_spill | pinned)
-            if first_max_live is None:
-                first_max_live = analysis.pressure.max_live
-                written_max_live = (_max_live_as_written(fn)
-                                    if len(work.regs) != len(fn.regs) or in_flight
-                                    else first_max_live)
-            if info.active:
-                convention.cost_factors(analysis, conv, info)
-            problem = Problem.from_analysis(
-                analysis, regfile, {**info.precolored, **relief_precolored}, pinned,
-                prefer=_callee_saved_preference(analysis, conv, info))
-            t = tick("analysis", t)
-            if allocator.coalesces:
-                coalesce(problem, options.coalesce_factor)
-                t = tick("coalesce", t)
-            coloring = session.color(problem, options)
-            t = tick("color", t)
-            if not coloring.spilled:
-                if options.compact:
-                    problem, coloring = _compacted(problem, coloring, analysis, regfile, conv,
-                                                   info, pinned)
-                break
-            to_spill: set[int] = set()
-            unspillable = state.no_spill | set(info.precolored) | pinned
-            for node in coloring.spilled:
-                members = _spillable(problem, node, unspillable)
-                if not members:
-                    relief = _relieve(problem, coloring, node, unspillable)
-                    if relief is None or (not relief[0] and relief[1] is None) or (
-                            not relief[0] and any(v in relief_precolored
-                                                  for v in problem.members[node])):
-                        raise AllocationError(_stuck_message(work, problem, node, budget,
-                                                             original_name))
-                    members, place = relief
-                    if place is not None:
-                        for v in problem.members[node]:
-                            relief_precolored[v] = place + problem.offset[v]
-                to_spill.update(members)
-            if to_spill:
-                work = rewrite_spills(work, to_spill, remat, state)
-            t = tick("spill", t)
-        result.max_live = written_max_live or 0
-        result.max_live_legalized = first_max_live or 0
-        _finish(fn, work, problem, coloring, state, result, sm, budget, options, pinned,
-                conv, info, analysis, session)
-        session.finish(result)
-        tick("output", t)
-    result.seconds = seconds
-    return result
+        clock = _Clock()
+        a = _prepare(fn, sm, budget, options, allocator, module_decls or [])
+        clock.lap("legalize")
+        while not _round(a, allocator, clock):
+            pass
+        if options.compact:
+            _compact(a)
+        _finish(a)
+        a.session.finish(a.result)
+        clock.lap("output")
+    a.result.seconds = clock.seconds
+    return a.result
 
 
-def _compacted(problem: Problem, coloring: Coloring, analysis, regfile: RegFile,
-               conv: Convention, info, pinned: set[int]) -> tuple[Problem, Coloring]:
+def _allocator(name: str) -> Allocator:
+    """The registered allocator ``name``; an AllocationError naming the known ones if none."""
+    try:
+        return api.get(name)
+    except KeyError:
+        raise AllocationError(f"unknown allocator '{name}' "
+                              f"(known: {', '.join(sorted(api.names()))})") from None
+
+
+# -- 1. prepare -------------------------------------------------------------------------------
+
+def _prepare(fn: Function, sm: SMProfile, budget: int, options: Options, allocator: Allocator,
+             module_decls: list[str]) -> Allocation:
+    """A working copy of ``fn`` through the pre-passes, in :mod:`ptxalloc.passes`' order, and
+    the feasibility check; the :class:`Allocation` the rounds start from."""
+    result = FunctionResult(fn.name, options.allocator, budget)
+    conv = Convention(budget)
+    pinned = pinned_registers(fn)
+    origin_of = {v: v for v in range(len(fn.regs))}
+    session = allocator.open(fn, budget, options)
+    work = fn.copy()
+    result.moves = sum(1 for ins in fn.instructions() if ins.is_copy)
+    legalize_tuples(work, origin_of)
+    info = bind_convention(work, conv, module_decls, origin_of)
+    regfile = RegFile(budget, reserved=convention.callee_saved_reserved(conv, info, work))
+    name = _original_names(fn, origin_of)
+    result.notes.extend(serialize_wgmma(work, regfile, pinned, name))
+    check_feasible(work, regfile, pinned, name)
+    in_flight = bind_async_waits(work)
+    state = SpillState(output.spill_array_name(fn, SPILL_ARRAY), origin_of)
+    state.no_spill |= in_flight
+    return Allocation(fn, sm, budget, options, session, result, work, conv, info, regfile,
+                      pinned, state, name, in_flight)
+
+
+def _max_live_as_written(fn: Function) -> int:
+    """MaxLive of the function as written, as ``analyze`` reports it. The allocator starts
+    from a rewritten copy — tuple legalization's copies, the convention's binding copies, the
+    registers of asynchronous instructions kept live until their wait — whose MaxLive
+    (``max_live_legalized``) can be higher; both are reported, each under its own name."""
+    return pressure_of(fn).max_live
+
+
+def _original_names(fn: Function, origin_of: dict[int, int]) -> Callable[[int], str]:
+    """Register id of the working function -> the name of the value it carries in the input
+    (spill temporaries and copies have internal names)."""
+    names = fn.regs.names
+
+    def name(v: int) -> str:
+        """The input's name of the value register ``v`` carries."""
+        return names[origin_of.get(v, v)]
+    return name
+
+
+# -- 2. rounds --------------------------------------------------------------------------------
+
+def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
+    """One round: analyse, coalesce (when the allocator asks for it), color, and spill what
+    found no placement. True when everything was placed."""
+    a.result.rounds += 1
+    if a.result.rounds > MAX_ROUNDS:
+        raise AllocationError(f"function '{a.original.name}': allocation did not converge in "
+                              f"{MAX_ROUNDS} rounds at budget {a.budget}")
+    remat = _analyse(a)
+    clock.lap("analysis")
+    if allocator.coalesces:
+        coalesce(a.problem, a.options.coalesce_factor)
+        clock.lap("coalesce")
+    a.coloring = a.session.color(a.problem, a.options)
+    clock.lap("color")
+    if not a.coloring.spilled:
+        return True
+    _spill(a, remat)
+    clock.lap("spill")
+    return False
+
+
+def _analyse(a: Allocation) -> dict:
+    """The round's analysis (rematerializable registers cost only their recomputation; the
+    convention scales the costs) and its :class:`~api.Problem`; returns the rematerializable
+    registers with their definitions. The first round also records both MaxLives."""
+    work, pinned, info = a.work, a.pinned, a.info
+    remat = {v: d for v, d in remat_candidates(work, work.instructions()).items()
+             if v not in pinned and v not in info.precolored}
+    a.analysis = analysis = analyze_function(work, a.sm, {v: COMPUTE_COST for v in remat},
+                                             a.state.no_spill | pinned)
+    if a.result.rounds == 1:
+        a.result.max_live_legalized = analysis.pressure.max_live
+        a.result.max_live = (_max_live_as_written(a.original)
+                             if len(work.regs) != len(a.original.regs) or a.in_flight
+                             else analysis.pressure.max_live)
+    if info.active:
+        convention.cost_factors(analysis, a.conv, info)
+    a.problem = Problem.from_analysis(
+        analysis, a.regfile, {**info.precolored, **a.relief_precolored}, pinned,
+        prefer=convention.callee_saved_preference(analysis, a.conv, info))
+    return remat
+
+
+def _spill(a: Allocation, remat: dict) -> None:
+    """Spill the registers of every node left without a placement. A node none of whose
+    members may be spilled is relieved instead (:func:`relief.relieve`): its blocking
+    neighbours are spilled, or it is fixed to a placement (``relief_precolored``) that movable
+    neighbours leave next round."""
+    problem, coloring = a.problem, a.coloring
+    to_spill: set[int] = set()
+    unspillable = a.state.no_spill | set(a.info.precolored) | a.pinned
+    for node in coloring.spilled:
+        members = spillable(problem, node, unspillable)
+        if not members:
+            relief = relieve(problem, coloring, node, unspillable)
+            if relief is None or (not relief[0] and relief[1] is None) or (
+                    not relief[0] and any(v in a.relief_precolored
+                                          for v in problem.members[node])):
+                raise AllocationError(stuck_message(a.work, problem, node, a.budget, a.name))
+            members, place = relief
+            if place is not None:
+                for v in problem.members[node]:
+                    a.relief_precolored[v] = place + problem.offset[v]
+        to_spill.update(members)
+    if to_spill:
+        a.work = rewrite_spills(a.work, to_spill, remat, a.state)
+
+
+# -- 3. compact -------------------------------------------------------------------------------
+
+def _compact(a: Allocation) -> None:
     """Compaction (:mod:`compact`) of the final coloring; when it stays above MaxLive, also of
     the same graph before coalescing (merging copies can lengthen live ranges and cost a
     register), keeping whichever uses fewer registers (the coalesced one on a tie)."""
+    analysis, problem, coloring = a.analysis, a.problem, a.coloring
     bound = analysis.pressure.max_live
-    penalty = _caller_save_penalty(analysis, conv, problem, info)
+    penalty = convention.caller_save_penalty(analysis, a.conv, problem, a.info)
     compact(problem, coloring, bound, penalty=penalty)
     registers = high_water(problem, coloring.start)
     if coloring.optimal or registers <= bound:
-        return problem, coloring
-    plain = Problem.from_analysis(analysis, regfile, info.precolored, pinned,
+        return
+    plain = Problem.from_analysis(analysis, a.regfile, a.info.precolored, a.pinned,
                                   prefer=problem.prefer_by_reg)
     fresh = Coloring()
-    if compact(plain, fresh, bound, penalty=_caller_save_penalty(analysis, conv, plain, info),
+    if compact(plain, fresh, bound,
+               penalty=convention.caller_save_penalty(analysis, a.conv, plain, a.info),
                to_beat=(registers, penalty(coloring.start) if penalty else None)):
-        return plain, fresh
-    return problem, coloring
+        a.problem, a.coloring = plain, fresh
 
 
-def _caller_save_penalty(analysis, conv: Convention, problem: Problem, info):
-    """How many (call, value) pairs a coloring would have to save around calls: compaction
-    must not make it worse."""
-    if info.leaf:
-        return None
-    across = list(convention.live_across_calls(analysis.cfg, analysis.liveness).values())
-    caller = conv.caller_saved_units()
+# -- 4. finish --------------------------------------------------------------------------------
 
-    def penalty(start: dict[int, int]) -> int:
-        count = 0
-        for live in across:
-            for v in bits(live):
-                n = problem.find(v)
-                s = start.get(n)
-                if s is None or problem.shape[n].file != GPR:
-                    continue
-                if problem.shape[n].mask(s + problem.offset[v]) & caller:
-                    count += 1
-        return count
-    return penalty
-
-
-def _finish(original: Function, work: Function, problem: Problem, coloring: Coloring,
-            state: SpillState, result: FunctionResult, sm: SMProfile, budget: int,
-            options: Options, pinned: set[int], conv: Convention, info, analysis,
-            session: Session) -> None:
-    regs = work.regs
-    start = problem.register_starts(coloring.start)
-    shapes = {v: vreg_shape(regs.classes[v], regs.vec[v]) for v in start}
-    used_units = 0
+def _finish(a: Allocation) -> None:
+    """Write the allocation out: saves around calls, redundant spill code dropped, spill slots
+    laid out, registers named, copies between one register dropped, the PTX and the figures
+    of ``a.result``."""
+    start, shapes = _placements(a)
+    cfg = _insert_saves(a, start, shapes)
+    cfg = _drop_redundant_spill_code(a, cfg, start, shapes)
+    frame = a.session.slots(cfg, assign_slots(cfg, a.state.slot_size, a.state.array))
+    stem = output.choose_stem(a.original)
+    names = list(a.work.regs.names)
     for v, s in start.items():
-        if shapes[v].file == GPR:
-            used_units |= shapes[v].mask(s)
-    clobbers: dict[int, int] = {}
+        names[v] = output.physical_name(a.work.regs, v, s, stem)
+    cfg, removed_copies = _drop_copies_in_place(a, cfg, names)
+    _write(a, cfg, start, names, stem, removed_copies, frame)
+
+
+def _placements(a: Allocation) -> tuple[dict[int, int], dict[int, Shape]]:
+    """Every allocated register's start unit and shape."""
+    regs = a.work.regs
+    start = a.problem.register_starts(a.coloring.start)
+    return start, {v: vreg_shape(regs.classes[v], regs.vec[v]) for v in start}
+
+
+def _insert_saves(a: Allocation, start: dict[int, int], shapes: dict[int, Shape]) -> CFG:
+    """The convention's saves around calls and callee-saved prologue and epilogues
+    (:mod:`ptxalloc.spill.saves`), recorded in ``a.info``; the CFG of the function after them
+    (the last round's when they changed nothing)."""
+    work, info, conv = a.work, a.info, a.conv
+    body = work.body
     if info.active:
-        convention.insert_call_saves(work, analysis.cfg, analysis.liveness, start, shapes,
-                                     conv, info, state)
+        used_units = 0
+        for v, s in start.items():
+            if shapes[v].file == GPR:
+                used_units |= shapes[v].mask(s)
+        info.values_across_calls, moved = insert_call_saves(
+            work, a.analysis.cfg, a.analysis.live_across_calls, start, shapes,
+            conv.caller_saved_units(), a.state)
+        info.callee_saved_used = [r for r in conv.callee_saved if used_units >> (2 * r) & 3]
         extra: dict[int, int] = {}
-        convention.insert_callee_saves(work, used_units, conv, info, state, extra)
+        moved += insert_callee_saves(work, info.callee_saved_used, a.state, extra)
+        info.save_restore_bytes += moved
         for v, s in extra.items():
             start[v] = s
-            shapes[v] = vreg_shape(regs.classes[v], regs.vec[v])
+            shapes[v] = vreg_shape(work.regs.classes[v], work.regs.vec[v])
+    return a.analysis.cfg if work.body is body else CFG(work)
+
+
+def _drop_redundant_spill_code(a: Allocation, cfg: CFG, start: dict[int, int],
+                               shapes: dict[int, Shape]) -> CFG:
+    """Remove the stores and reloads that change nothing once registers are known
+    (:mod:`ptxalloc.spill.lazy`; a call destroys the caller-saved registers); the CFG after."""
     mask_of: dict[int, int] = {}
     for v, s in start.items():
         m = shapes[v].mask(s)
         mask_of[v] = m if shapes[v].file == GPR else m << 1024     # predicates: a file apart
-    cfg = CFG(work)
-    if not info.leaf:
-        caller = conv.caller_saved_units()
+    clobbers: dict[int, int] = {}
+    if not a.info.leaf:
+        caller = a.conv.caller_saved_units()
         for ins in cfg.instrs:
-            if convention.is_call(ins):
+            if is_call(ins):
                 clobbers[id(ins)] = caller
     redundant = remove_redundant_spill_code(cfg, mask_of, clobbers)
-    if redundant:
-        work.body = [s for s in work.body if id(s) not in redundant]
-        cfg = CFG(work)
-    frame = session.slots(cfg, assign_slots(cfg, state.slot_size, state.array))
-    stem = output.choose_stem(original)
-    names = list(regs.names)
-    for v, s in start.items():
-        names[v] = output.physical_name(regs, v, s, stem)
+    if not redundant:
+        return cfg
+    a.work.body = [s for s in a.work.body if id(s) not in redundant]
+    return CFG(a.work)
+
+
+def _drop_copies_in_place(a: Allocation, cfg: CFG, names: list[str]) -> tuple[CFG, set[int]]:
+    """Copies whose two ends got one register: the inserted ones are dropped, the original
+    ones are returned (by ``id``) to be written as ``//@removed``; the CFG after."""
     removed_copies = set()          # original copies whose ends share a register
     dropped = set()                 # inserted copies whose ends share a register
     for ins in cfg.instrs:
         if ins.is_copy and names[ins.defs[0]] == names[ins.uses[0]]:
             (removed_copies if ins.origin is None else dropped).add(id(ins))
     if dropped:
-        work.body = [s for s in work.body if id(s) not in dropped]
-        cfg = CFG(work)
+        a.work.body = [s for s in a.work.body if id(s) not in dropped]
+        cfg = CFG(a.work)
+    return cfg, removed_copies
+
+
+def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], stem: str,
+           removed_copies: set[int], frame: int) -> None:
+    """The allocated function (header, declarations, annotated body) and the figures of
+    ``a.result``."""
+    work, result, info, state = a.work, a.result, a.info, a.state
+    regs = work.regs
     used_names = set()
     stores = loads = 0
     for ins in cfg.instrs:
         if id(ins) not in removed_copies:
             for v in ins.defs + ins.uses:
-                if v not in pinned and v in start:
+                if v not in a.pinned and v in start:
                     used_names.add(names[v])
-        output.annotate(ins, original.regs)
+        output.annotate(ins, a.original.regs)
         o = ins.origin
-        if o and o[0] in STORE_KINDS:
+        if o is not None and o.stores:
             stores += width_bytes(regs, ins.uses[0])
-        elif o and o[0] in LOAD_KINDS:
+        elif o is not None and o.loads:
             loads += width_bytes(regs, ins.defs[0])
     # the high-water marks cover whole placements (a tuple's sink members included)
+    problem, coloring = a.problem, a.coloring
     preds = [s for node, s in coloring.start.items() if problem.shape[node].file == PRED]
-    header = (f"//@ptxalloc allocator={options.allocator} budget={budget} arch={sm.name} "
+    header = (f"//@ptxalloc allocator={a.options.allocator} budget={a.budget} arch={a.sm.name} "
               f"stem={stem}" + (f" spill={state.array} frame={frame}" if frame else "")
               + (" abi=1" if info.active else "") + (" leaf=1" if info.leaf else ""))
     array_decl = f".local .align 16 .b8 {state.array}[{frame}];" if frame else None
@@ -441,16 +464,4 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
     result.extra["registers_optimal"] = coloring.optimal
     if info.active:
         result.extra["convention"] = info.report()
-        result.notes.append(_convention_note(conv, info))
-
-
-def _convention_note(conv: Convention, info) -> str:
-    cs = conv.callee_saved
-    clip = ("" if len(cs) == len(range(24, 31)) else
-            f" (budget {conv.k}: {'no' if not len(cs) else f'only R{cs.start}-R{cs.stop - 1}'}"
-            f" callee-saved registers; values live across calls are saved around them)")
-    used = ", ".join(f"R{r}" for r in info.callee_saved_used) or "none"
-    return (f"calling convention: {'leaf' if info.leaf else 'non-leaf'}, {info.calls} call(s), "
-            f"{info.tail_calls} tail call(s), {info.values_across_calls} value(s) live across "
-            f"calls, callee-saved used: {used}, {info.save_restore_bytes} bytes saved and "
-            f"restored{clip}")
+        result.notes.append(info.note(a.conv))

@@ -59,6 +59,8 @@ def spill_array_name(fn: Function, base: str) -> str:
 
 
 def physical_name(regs: RegTable, v: int, start: int, stem: str) -> str:
+    """The physical register name of register ``v`` placed at unit ``start`` (module
+    docstring: ``%R<n>``, ``%RD<n>``, ``%H<u>``, ``%P<n>`` ... under ``stem``)."""
     c = regs.classes[v]
     vec = regs.vec[v]
     if c == RegClass.PRED:
@@ -75,6 +77,8 @@ def physical_name(regs: RegTable, v: int, start: int, stem: str) -> str:
 
 
 def declarations(names: set[str], stem: str) -> list[str]:
+    """The ``.reg`` declarations of the physical registers ``names``: one ranged declaration
+    per family up to its highest register, one per vector register."""
     top: dict[str, int] = {}
     vectors: list[str] = []
     pat = re.compile(r"%" + re.escape(stem) + r"(RD|RQ|R|H|P)(\d+)$")
@@ -95,19 +99,11 @@ def declarations(names: set[str], stem: str) -> list[str]:
 
 
 def annotate(ins: Instruction, original: RegTable) -> None:
-    """Set the ``//@`` comment of an inserted instruction from its origin: the kind and the
-    original value (``%r12#37``), or the register for a callee-saved save/restore."""
-    o = ins.origin
-    if not o:
-        return
-    if o[0] in ("csave", "crestore"):
-        ins.comment = f"//@{o[0]} R{o[1]}"
-        return
-    if len(o) == 1:                 # an inserted instruction that concerns no value
-        ins.comment = f"//@{o[0]}"
-        return
-    value = o[1]
-    ins.comment = f"//@{o[0]} {original.names[value]}#{value}"
+    """Set the ``//@`` comment of an inserted instruction from its
+    :class:`~ptxalloc.ir.edits.Edit`: the kind and the original value (``%r12#37``), the
+    register of a callee-saved save/restore, or the kind alone."""
+    if ins.origin is not None:
+        ins.comment = ins.origin.annotation(original.names)
 
 
 def build_body(fn: Function, header: str, decls: list[str], array_decl: str | None,

@@ -35,9 +35,9 @@ def explain_spills(original, result, sm, files: dict[int, str]) -> dict:
         o = ins.origin
         if not o:
             continue
-        kind = o[0]
+        kind = o.kind.value
         if kind in PRESSURE_KINDS:
-            row = counts.setdefault(o[1], {"stores": 0, "reloads": 0, "recomputations": 0,
+            row = counts.setdefault(o.value, {"stores": 0, "reloads": 0, "recomputations": 0,
                                            "store_bytes": 0, "reload_bytes": 0})
             row[PRESSURE_KINDS[kind]] += 1
             if kind == "spill":
@@ -45,7 +45,7 @@ def explain_spills(original, result, sm, files: dict[int, str]) -> dict:
             elif kind == "reload":
                 row["reload_bytes"] += width_bytes(work_regs, ins.defs[0])
         elif kind in CONVENTION_KINDS:
-            name = original.regs.names[o[1]]
+            name = original.regs.names[o.value]
             c = conv["values"].setdefault(name, {"saves": 0, "restores": 0})
             if kind == "save":
                 c["saves"] += 1
@@ -64,8 +64,7 @@ def explain_spills(original, result, sm, files: dict[int, str]) -> dict:
     budget = result.budget
     across = 0
     call_line = {}
-    from ..alloc.convention import live_across_calls
-    for i, live in live_across_calls(cfg, a.liveness).items():
+    for i, live in a.live_across_calls.items():
         across |= live
         for v in bits(live):
             call_line.setdefault(v, cfg.instrs[i].line)

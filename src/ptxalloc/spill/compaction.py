@@ -29,11 +29,13 @@ from dataclasses import dataclass, field
 from ..ir.build import width_bytes
 from ..ir.cfg import CFG
 from ..ir.operands import Mem
-from .slots import LOAD_KINDS, STORE_KINDS
 
 
 @dataclass
 class Access:
+    """One spill store or reload: the instruction, its address operand's index, the offset
+    and width it touches (bytes) and its block's frequency."""
+
     ins: object
     pos: int                 # index of the Mem operand
     offset: int              # bytes
@@ -43,6 +45,9 @@ class Access:
 
 @dataclass
 class Profile:
+    """The cost profile of a frame: per 32-bit word the widest access class and the summed
+    block frequency of the accesses that touch it."""
+
     words: int
     align: list[int] = field(default_factory=list)      # per word: widest access class (words)
     weight: list[float] = field(default_factory=list)   # per word: block-frequency weight
@@ -55,7 +60,7 @@ def accesses(cfg: CFG) -> list[Access]:
     for b in cfg.blocks:
         for ins in b.instrs:
             o = ins.origin
-            if not o or not (o[0] in STORE_KINDS or o[0] in LOAD_KINDS):
+            if o is None or o.slot is None:
                 continue
             for pos, op in enumerate(ins.ops):
                 if type(op) is Mem:
@@ -63,12 +68,13 @@ def accesses(cfg: CFG) -> list[Access]:
             else:
                 continue
             off = int(op.offset or "+0")
-            v = ins.uses[0] if o[0] in STORE_KINDS else ins.defs[0]
+            v = ins.uses[0] if o.stores else ins.defs[0]
             out.append(Access(ins, pos, off, width_bytes(regs, v), b.freq))
     return out
 
 
 def cost_profile(acc: list[Access], frame: int) -> Profile:
+    """The cost profile (step 1 of the module docstring) of a ``frame``-byte frame."""
     words = (frame + 3) // 4
     prof = Profile(words, [0] * words, [0.0] * words)
     for a in acc:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from ..ir.cfg import CFG
 from ..ir.instruction import Instruction
-from .slots import LOAD_KINDS, STORE_KINDS
 
 
 def remove_redundant_spill_code(cfg: CFG, mask_of: dict[int, int],
@@ -29,10 +28,12 @@ def remove_redundant_spill_code(cfg: CFG, mask_of: dict[int, int],
     clobbers = clobbers or {}
 
     def transfer(ins: Instruction, avail: frozenset | set, redundant: set | None):
+        """The available (placement, slot) pairs after ``ins``; records ``ins`` in
+        ``redundant`` (when given) if it changes nothing."""
         o = ins.origin
-        if o and o[0] in LOAD_KINDS:
+        if o is not None and o.loads:
             r = mask_of[ins.defs[0]]
-            pair = (r, o[2])
+            pair = (r, o.slot)
             if pair in avail:
                 if redundant is not None:
                     redundant.add(id(ins))
@@ -40,14 +41,14 @@ def remove_redundant_spill_code(cfg: CFG, mask_of: dict[int, int],
             avail = {p for p in avail if not p[0] & r}
             avail.add(pair)
             return avail
-        if o and o[0] in STORE_KINDS:
+        if o is not None and o.stores:
             r = mask_of[ins.uses[0]]
-            pair = (r, o[2])
+            pair = (r, o.slot)
             if pair in avail:
                 if redundant is not None:
                     redundant.add(id(ins))
                 return avail
-            avail = {p for p in avail if p[1] != o[2]}
+            avail = {p for p in avail if p[1] != o.slot}
             avail.add(pair)
             return avail
         killed = clobbers.get(id(ins), 0)
@@ -58,6 +59,7 @@ def remove_redundant_spill_code(cfg: CFG, mask_of: dict[int, int],
         return avail
 
     def entry_state(b) -> set:
+        """The pairs available on entry to block ``b``: those on every reached predecessor."""
         known = [out[p] for p in b.preds if out[p] is not None]
         if b.id == 0 or not known:
             return set()

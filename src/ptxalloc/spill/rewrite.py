@@ -15,9 +15,10 @@ Two other ways out:
   0, p`` after each definition and ``setp.ne.u32 p, b, 0`` before each use. That register is an
   ordinary value and may itself be spilled in a later round.
 
-Stores and reloads address the function's ``.local`` spill array; their ``origin`` is
-``(kind, value, slot key)`` — the slot key is ``("value", id)`` of the spilled register — and their offsets are
-filled in once every slot is known (:mod:`slots`).
+Stores and reloads address the function's ``.local`` spill array; their ``origin`` is an
+:class:`~ptxalloc.ir.edits.Edit` naming the value and the spilled register's
+:class:`~ptxalloc.ir.edits.Slot`, and their offsets are filled in once every slot is known
+(:mod:`slots`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir import build
+from ..ir.edits import Edit, EditKind, Slot, value_slot
 from ..ir.instruction import Instruction, Removed
 from ..ir.module import Function
 from ..ir.operands import Reg
@@ -38,7 +40,7 @@ class SpillState:
     array: str                                            # the .local spill array's name
     origin_of: dict[int, int] = field(default_factory=dict)   # register -> original value
     no_spill: set[int] = field(default_factory=set)       # spill temporaries
-    slot_size: dict[tuple, int] = field(default_factory=dict)     # slot key -> bytes
+    slot_size: dict[Slot, int] = field(default_factory=dict)      # slot -> bytes
     pred_home: dict[int, int] = field(default_factory=dict)       # predicate -> its GPR
     spilled_values: set[int] = field(default_factory=set)         # original values spilled
     rematerialized: set[int] = field(default_factory=set)
@@ -60,7 +62,7 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
             origin_of[b] = origin_of.get(v, v)
             state.pred_home[v] = b
         else:
-            state.slot_size[("value", v)] = build.width_bytes(regs, v)
+            state.slot_size[value_slot(v)] = build.width_bytes(regs, v)
 
     body = []
     for s in out.body:
@@ -106,15 +108,15 @@ def _restore(regs, v: int, t: int, remat: dict[int, Instruction], state: SpillSt
     if v in remat:
         d = remat[v]
         ins = d.copy_with([Reg(t)] + d.ops[1:])
-        ins.origin = ("remat", value)
+        ins.origin = Edit(EditKind.REMAT, value)
         ins.line = line
         return ins
     if v in state.pred_home:
         ins = build.pred_restore(regs, t, state.pred_home[v], line)
-        ins.origin = ("preload", value)
+        ins.origin = Edit(EditKind.PRELOAD, value)
         return ins
     ins = build.spill_reload(regs, t, state.array, line)
-    ins.origin = ("reload", value, ("value", v))
+    ins.origin = Edit(EditKind.RELOAD, value, value_slot(v))
     return ins
 
 
@@ -122,8 +124,8 @@ def _save(regs, v: int, t: int, state: SpillState, line: int) -> Instruction:
     value = state.origin_of.get(v, v)
     if v in state.pred_home:
         ins = build.pred_save(regs, state.pred_home[v], t, line)
-        ins.origin = ("pspill", value)
+        ins.origin = Edit(EditKind.PSPILL, value)
         return ins
     ins = build.spill_store(regs, t, state.array, line)
-    ins.origin = ("spill", value, ("value", v))
+    ins.origin = Edit(EditKind.SPILL, value, value_slot(v))
     return ins

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 from ..errors import AllocationError
 from ..ir.cfg import CFG
+from ..ir.edits import Slot
 from ..ir.operands import Mem, Sym
 from ..util import bits
 
 MAX_FRAME = 64 * 1024
-#: origins of the memory accesses to slots: spills and reloads, saves around calls, and the
-#: callee-saved prologue/epilogue
-STORE_KINDS = frozenset(("spill", "save", "csave"))
-LOAD_KINDS = frozenset(("reload", "restore", "crestore"))
 
 
-def _slot_liveness(cfg: CFG, key_index: dict[int, int]):
-    """Per block live-out bitsets over slot indices (reload = use, store = definition)."""
+def _slot_liveness(cfg: CFG, key_index: dict[Slot, int]):
+    """Per block live-out bitsets over slot indices (reload = use, store = definition: the
+    spill stores and reloads, the saves around calls and the callee-saved prologue and
+    epilogues, by their :class:`~ptxalloc.ir.edits.Edit`)."""
     blocks = cfg.blocks
     gen = [0] * len(blocks)
     kill = [0] * len(blocks)
@@ -32,10 +31,10 @@ def _slot_liveness(cfg: CFG, key_index: dict[int, int]):
         ev = []
         for ins in b.instrs:
             o = ins.origin
-            if o and (o[0] in STORE_KINDS or o[0] in LOAD_KINDS):
-                i = key_index[o[2]]
+            if o is not None and o.slot is not None:
+                i = key_index[o.slot]
                 bit = 1 << i
-                if o[0] in LOAD_KINDS:
+                if o.loads:
                     if not k & bit:
                         g |= bit
                     ev.append((ins, i, False))
@@ -64,10 +63,10 @@ def _slot_liveness(cfg: CFG, key_index: dict[int, int]):
     return events, live_out
 
 
-def assign_slots(cfg: CFG, sizes: dict[int, int], array: str) -> int:
-    """Give every slot key an offset, patch the stores and reloads, and return the frame
-    size in bytes."""
-    keys = sorted(sizes, key=repr)
+def assign_slots(cfg: CFG, sizes: dict[Slot, int], array: str) -> int:
+    """Give every slot an offset, patch the stores and reloads, and return the frame size in
+    bytes."""
+    keys = sorted(sizes, key=Slot.order)
     if not keys:
         return 0
     key_index = {k: i for i, k in enumerate(keys)}

@@ -1,20 +1,15 @@
-"""Registers of asynchronous tensor instructions (PTX ISA 9.7.15.7.3 ``wgmma.mma_async``,
-9.7.16.8 ``tcgen05.ld``/``tcgen05.st``; :func:`ptxalloc.ir.isa.async_operands`).
+"""Registers of asynchronous tensor instructions in flight (PTX ISA 9.7.15.7.3
+``wgmma.mma_async``, 9.7.16.8 ``tcgen05.ld``/``tcgen05.st``;
+:func:`ptxalloc.ir.isa.async_operands`).
 
 An asynchronous instruction keeps reading and writing some of its registers after it issues,
-until a matching wait (``wgmma.wait_group 0``, ``tcgen05.wait::ld``/``::st``); touching them
-before is undefined. The allocator must therefore neither give those registers to another value
-nor spill them in between — on every path, whatever the program itself does to the register
-meanwhile (a copy that redefines it on some path ends its live range but not its access).
-
-:func:`in_flight` finds, by a forward dataflow over the CFG, the registers in flight before each
-instruction: those of the asynchronous instructions issued on some path since the last wait
-that retires them. It counts as the checker does (:mod:`ptxalloc.verify.checker`): only
+until a matching wait (``wgmma.wait_group 0``, ``tcgen05.wait::ld``/``::st``). :func:`in_flight`
+finds, by a forward dataflow over the CFG, the registers in flight before each instruction:
+those of the asynchronous instructions issued on some path since the last wait that retires
+them. It counts as the checker does (:mod:`ptxalloc.verify.checker`): only
 ``wgmma.wait_group 0`` retires a ``wgmma`` — ``wait_group N`` with N > 0 does not say which
-groups are done. :func:`bind_async_waits` then makes every instruction read, implicitly, the
-registers in flight before it, so those registers are live, and interfere with every value
-defined, through the whole in-flight region; they are never spilled (a store right after the
-instruction would read them too early).
+groups are done. The pre-passes :mod:`ptxalloc.passes.serialize_wgmma` and
+:mod:`ptxalloc.passes.asynchrony` read it.
 """
 
 from __future__ import annotations
@@ -24,7 +19,6 @@ from ..ir.cfg import CFG
 from ..ir.instruction import Instruction
 from ..ir.module import Function
 from ..ir.operands import Imm
-from ..util import bits
 
 WGMMA_WAIT = "wgmma.wait_group"
 
@@ -103,30 +97,3 @@ def in_flight(fn: Function, cfg: CFG | None = None) -> tuple[CFG, list[int]] | N
             pending = _transfer(ins, pending)
             i += 1
     return cfg, before
-
-
-def bind_async_waits(fn: Function) -> set[int]:
-    """Make every instruction of ``fn`` read, implicitly, the registers in flight before it
-    (in place, on copies of those instructions); returns every register ever in flight, which
-    must not be spilled."""
-    got = in_flight(fn)
-    if got is None:
-        return set()
-    cfg, before = got
-    at = {id(ins): mask for ins, mask in zip(cfg.instrs, before) if mask}
-    if not at:
-        return set()
-    out = 0
-    body = []
-    for s in fn.body:
-        if type(s) is Instruction:
-            mask = at.get(id(s))
-            if mask:
-                out |= mask
-                s = s.copy_with(list(s.ops))
-                s.implicit_uses = tuple(bits(mask))
-                s.set_roles(s.roles)
-        body.append(s)
-    fn.body = body
-    return set(bits(out))
-

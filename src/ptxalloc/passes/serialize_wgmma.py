@@ -1,5 +1,5 @@
-"""Serializing ``wgmma`` when the registers in flight exceed the budget (PTX ISA 9.7.15.7.3
-"wgmma.wait_group"; ptxas's "wgmma.mma_async instructions are serialized" warning).
+"""Pre-pass: serialize ``wgmma`` groups whose registers in flight exceed the budget (PTX ISA
+9.7.15.7.3 "wgmma.wait_group"; ptxas's "wgmma.mma_async instructions are serialized" warning).
 
 The registers of asynchronous instructions in flight (:mod:`asynchrony`) can be neither spilled
 nor shared, so at every instruction they must fit in the budget together with the
@@ -19,52 +19,22 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..analysis.tuples import find_tuples
+from ..analysis.in_flight import WGMMA_WAIT, in_flight, retires
+from ..analysis.need import group_shapes, operand_shapes
 from ..errors import AllocationError
 from ..ir import isa
+from ..ir.edits import Edit, EditKind
 from ..ir.instruction import Instruction
 from ..ir.module import Function
 from ..ir.operands import Imm
-from ..ir.registers import RegClass
-from ..target.units import RegFile, Shape, vreg_shape
+from ..target.units import RegFile
 from ..util import bits
-from .asynchrony import WGMMA_WAIT, in_flight, retires
 
 SERIALIZE = "//@serialize"
 WARNING = ("warning: wgmma.mma_async instructions are serialized: the registers of the wgmma "
            "groups in flight at once ({need:g} at line {line}) exceed the budget of {k}; a "
            "'wgmma.wait_group.sync.aligned 0' follows each of the {n} wgmma.commit_group "
            "instruction(s)")
-
-
-def group_shapes(fn: Function) -> dict[int, tuple[int, Shape]]:
-    """Register -> (its tuple group's key, the group's shape) for tuple members."""
-    out = {}
-    for key, g in enumerate(find_tuples(fn).groups):
-        for v, _ in g.members:
-            out[v] = (key, g.shape)
-    return out
-
-
-def operand_shapes(fn: Function, values, groups: dict[int, tuple[int, Shape]],
-                   pinned: set[int]) -> list[Shape]:
-    """The shapes that ``values`` occupy at once: a tuple group counted once, pinned
-    parameters and predicates not at all."""
-    regs = fn.regs
-    shapes = []
-    seen = set()
-    for v in dict.fromkeys(values):
-        if v in pinned or regs.classes[v] == RegClass.PRED:
-            continue
-        if v in groups:
-            key, shape = groups[v]
-            if key in seen:
-                continue
-            seen.add(key)
-        else:
-            shape = vreg_shape(regs.classes[v], regs.vec[v])
-        shapes.append(shape)
-    return shapes
 
 
 def _overflow(fn: Function, regfile: RegFile, pinned: set[int]):
@@ -105,7 +75,7 @@ def _insert_waits(fn: Function) -> int:
             continue
         wait = Instruction("wgmma.wait_group.sync.aligned", [Imm("0")], line=s.line,
                            comment=SERIALIZE)
-        wait.origin = ("serialize",)        # inserted by this run: its annotation is kept
+        wait.origin = Edit(EditKind.SERIALIZE)     # inserted by this run: its annotation is kept
         isa.classify(wait, fn.regs)
         body.append(wait)
         inserted += 1

@@ -1,4 +1,5 @@
-"""Making register tuples allocatable (SPEC section 2, :mod:`ptxalloc.analysis.tuples`).
+"""Pre-pass: make every register tuple allocatable (SPEC section 2; seed 000 "Alignment
+Constraints Summary"; :mod:`ptxalloc.analysis.tuples`).
 
 A vector operand whose members cannot join a consistent tuple group — a register twice
 (``st.v4 [a], {%r0, %r0, %r0, %r0}``), or members already grouped with other neighbours or in
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from ..analysis.tuples import find_tuples
 from ..ir import build
+from ..ir.edits import Edit, EditKind
 from ..ir.instruction import DEF, USE, Instruction
 from ..ir.module import Function
 from ..ir.operands import Mem, Reg, Vec
@@ -67,11 +69,11 @@ def _copy_vec(fn: Function, vec: Vec, role: int, guarded: bool, pre: list, post:
         origin_of[t] = origin_of.get(v, v)
         if role & USE or (role & DEF and guarded):
             mv = build.copy(regs, t, v, line)
-            mv.origin = ("move", origin_of[t])
+            mv.origin = Edit(EditKind.MOVE, origin_of[t])
             pre.append(mv)
         if role & DEF:
             mv = build.copy(regs, v, t, line)
-            mv.origin = ("move", origin_of[t])
+            mv.origin = Edit(EditKind.MOVE, origin_of[t])
             post.append(mv)
         items.append(Reg(t))
     return Vec(items)

@@ -1,0 +1,12 @@
+"""IR pre-passes: PTX-to-PTX transformations of a function's IR run before allocation, in
+pipeline order (:func:`ptxalloc.alloc.driver.allocate_function` calls them).
+
+1. :mod:`legalize` — tuple legalization: fresh registers and copies for vector operands that
+   cannot join a consistent tuple group (SPEC section 2).
+2. :mod:`convention` — the calling convention's binding: arguments and results moved through
+   precolored registers (seed 003; SPEC section 7).
+3. :mod:`serialize_wgmma` — a ``wgmma.wait_group 0`` after each ``wgmma.commit_group`` when
+   the ``wgmma`` registers in flight exceed the budget (PTX ISA 9.7.15.7.3).
+4. :mod:`asynchrony` — every instruction made to read the registers of asynchronous tensor
+   instructions in flight before it (PTX ISA 9.7.15.7.3, 9.7.16.8).
+"""
