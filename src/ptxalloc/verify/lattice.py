@@ -60,14 +60,20 @@ one location ``l``                     ``σ(l) ∪= {d}``
 ``abi=1``                              ``Rn`` (R24-R30 below K)
 ``ret`` with old-ABI ``.reg`` returns  check ``r ∈ σ(r)`` for each
 asynchronous instruction               ``F ∪= {(l, v)}`` for its registers; a write of
-                                       another value over a unit of ``F``, or an inserted
-                                       instruction touching one, fails
+                                       another value over a unit of ``F`` (but by an
+                                       instruction of the same family, chained
+                                       ``wgmma.mma_async``), or an inserted instruction
+                                       touching one, fails
 wait (``wgmma.wait_group 0``,          remove that family's entries from ``F``
 ``tcgen05.wait::ld``/``::st``,
 ``//@serialize``)
 =====================================  ===================================================
 
 After each original instruction (and removed line), the values that die there are killed.
+What needs no state is checked by :mod:`.matching` instead: the forms of inserted and removed
+instructions (a ``//@remat`` repeats its value's unique, unguarded, pure definition), legal
+placements, and under ``abi=1`` the convention's bindings: an ``ld.param``/``st.param``/
+``call`` operand the convention binds is the bound register (:mod:`.bindings`).
 """
 
 from __future__ import annotations

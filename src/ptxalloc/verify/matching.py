@@ -32,8 +32,7 @@ from ..ir.module import Function
 from ..ir.operands import Args, Imm, Mem, Neg, Not, Pair, Reg, Sink, Sum, Sym, Vec
 from .bindings import find_bindings
 from .blocks import Blocks
-from .convention import (CALLEE_SAVED, CALLER_SAVED, FRAME_POINTER,
-                         UPPER_CALLER_SAVED_FROM)
+from .convention import FRAME_POINTER, callee_saved, caller_saved, reserves_frame_pointer
 from .events import (Copy, Event, InFlight, Original, Remat, RemovedCopy, RemovedDef,
                      Wait)
 from .header import (ANNOTATION, EARLIER_HEADER, HEADER, REMOVED, SERIALIZE,
@@ -142,7 +141,7 @@ class Matcher:
             p = self._decode(name, where, idx)
             if type(p) is not int:
                 self._check_decl(avid, p, where, idx)
-                if (self.abi and self.budget > FRAME_POINTER and p.space == GPR
+                if (self.abi and reserves_frame_pointer(self.budget) and p.space == GPR
                         and p.start < 2 * FRAME_POINTER + 2
                         and p.start + p.size > 2 * FRAME_POINTER):
                     raise self.fail_at(idx, f"{where}: {name} uses R{FRAME_POINTER}, the frame "
@@ -210,9 +209,8 @@ class Matcher:
         n = len(self.oregs)
         self.callee_values: dict[int, int] = {}
         if self.abi and not self.orig.is_entry:
-            for r in CALLEE_SAVED:
-                if r < self.budget:
-                    self.callee_values[r] = n + r
+            for r in callee_saved(self.budget):
+                self.callee_values[r] = n + r
         if not self.abi and (not orig.is_entry or any(o.base == "call" for o in self.oinstrs)):
             why = "it makes a call" if orig.is_entry else "a .func"
             raise VerificationError(f"{self.where_fn()}: the header lacks abi=1, but the "
@@ -444,8 +442,7 @@ class Matcher:
                     uses.append((self._reg_loc(r), e,
                                  self._special(f"callee-saved R{r} (its value at entry)")))
             elif base == "call" and self.abi:
-                clobber = tuple(self._reg_loc(r) for r in (*CALLER_SAVED, *range(
-                    UPPER_CALLER_SAVED_FROM, self.budget)) if r < self.budget)
+                clobber = tuple(self._reg_loc(r) for r in caller_saved(self.budget))
             elif base in ("wgmma", "tcgen05"):
                 got = isa.async_operands(o)
                 if got is not None:
