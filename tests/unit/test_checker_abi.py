@@ -48,3 +48,29 @@ def test_argument_and_return_registers(k):
         assert bindings.argument_registers(sizes, k) == abi.assign_arguments(sizes, conv), sizes
     for size in (1, 2, 4, 8, 12, 16):
         assert bindings.return_register_of(size, k) == abi.return_register(size, conv), size
+
+
+def test_the_checker_imports_nothing_of_the_allocators():
+    """No module of ptxalloc/verify imports alloc/, spill/, analysis/ or target/ (the
+    checker's independence, SPEC section 9), at the top or inside a function."""
+    import ast
+    from pathlib import Path
+
+    import ptxalloc.verify
+    forbidden = ("alloc", "spill", "analysis", "target")
+    found = []
+    for path in sorted(Path(ptxalloc.verify.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                package = ["", "ptxalloc.verify", "ptxalloc"][node.level]
+                base = ".".join(x for x in (package, node.module) if x)
+                names = [base] + [f"{base}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "ptxalloc" and len(parts) > 1 and parts[1] in forbidden:
+                    found.append(f"{path.name}:{node.lineno}: {name}")
+    assert not found, found
