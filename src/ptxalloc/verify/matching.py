@@ -11,12 +11,9 @@ restores, ``//@remat`` recomputations, ``//@serialize`` waits, and for the calli
 ``//@save``/``//@restore`` around calls and ``//@csave``/``//@crestore`` of callee-saved
 registers, each of its one documented form.
 
-Matching also checks what needs no dataflow: every name decodes to a legal placement of its
-value's class inside the budget (predicates in P0-P6; off R31, the frame pointer, under
-``abi=1`` when K > 31), declared with its family's type; register tuples
-(``isa.tuple_operands``) are consecutive and aligned; spill slots lie inside the declared
-frame, aligned to their width; the spill array is declared ``.align 16`` with the frame's
-bytes; the convention's bindings (:mod:`.bindings`) use their bound registers; and the header
+Matching also checks what needs no dataflow: every register is a legal placement of its value
+(:mod:`.placements`: class, budget, declaration, register tuples, spill slots, the convention's
+bindings); the spill array is declared ``.align 16`` with the frame's bytes; and the header
 carries ``abi=1`` wherever the convention applies (a ``.func``, or a function with a ``call``).
 """
 
@@ -32,14 +29,14 @@ from ..ir.module import Function
 from ..ir.operands import Args, Imm, Mem, Neg, Not, Pair, Reg, Sink, Sum, Sym, Vec
 from .bindings import find_bindings
 from .blocks import Blocks
-from .convention import FRAME_POINTER, callee_saved, caller_saved, reserves_frame_pointer
+from .convention import callee_saved, caller_saved
 from .events import (Copy, Event, InFlight, Original, Remat, RemovedCopy, RemovedDef,
                      Wait)
 from .header import (ANNOTATION, EARLIER_HEADER, HEADER, REMOVED, SERIALIZE,
                      CheckerInputError, Header, read_header)
-from .locations import (CLASS_BITS, CLASS_FAMILY, FAMILY_TYPE, GPR, Locations, NameDecoder,
-                        Placement, pow2_at_least)
+from .locations import CLASS_BITS, CLASS_FAMILY, Locations
 from .messages import Messages, first_diff
+from .placements import Placements
 
 
 class Matched(NamedTuple):
@@ -69,7 +66,6 @@ class Matcher:
         self.spill = header.spill
         self.frame = header.frame
         self.abi = header.abi
-        self.decoder = NameDecoder(self.stem, self.budget)
         self.locs = locs
         self.msgs = msgs
         self.fail_at = msgs.fail_at
@@ -79,118 +75,13 @@ class Matcher:
         self.sites = msgs.sites
         self.oregs = original.regs
         self.aregs = allocated.regs
-        self.oclass = [c.name for c in self.oregs.classes]
-        # what decides a register's legal placements: class and vector arity, as a small code
-        codes: dict[tuple, int] = {}
-        self.vcode = [codes.setdefault((c, n), len(codes))
-                      for c, n in zip(self.oclass, self.oregs.vec)]
-        self._aloc_cache: dict[tuple, int] = {}
-        self._adec: dict[int, object] = {}
+        self.places = places = Placements(original, allocated, header, locs, msgs)
+        self.oclass = places.oclass
+        self.vcode = places.vcode
+        self._aloc_cache = places.cache
+        self.value_loc = places.value_loc
+        self.slot_loc = places.slot_loc
         self.removed = 0
-
-    # -- placements --
-
-    def _decode(self, name: str, where: str, idx: int) -> Placement | int:
-        p = self.decoder.decode(name)
-        if isinstance(p, str):
-            raise self.fail_at(idx, f"{where}: {p}")
-        if p is None:
-            pins = self._pins()
-            if name in pins:
-                return self.locs.pinned(name)
-            raise self.fail_at(idx, f"{where}: '{name}' is not a physical register name")
-        return p
-
-    def _pins(self) -> dict[str, int]:
-        got = getattr(self, "_pin_names", None)
-        if got is None:
-            got = {p.name: p.vid for p in self.orig.params + self.orig.returns
-                   if p.space == "reg" and p.vid >= 0}
-            self._pin_names = got
-        return got
-
-    def _check_decl(self, avid: int, p: Placement, where: str, idx: int) -> None:
-        """The physical register is declared with its family's type."""
-        t = self.aregs.types[avid]
-        if p.family == "V":
-            ok = t == f".b{p.bits}" and self.aregs.vec[avid] == p.vec
-            want = f".v{p.vec} .b{p.bits}"
-        else:
-            want = FAMILY_TYPE[p.family]
-            ok = t == want and self.aregs.vec[avid] == 0
-        if not ok:
-            raise self.fail_at(idx, f"{where}: {self.aregs.names[avid]} is declared "
-                                    f"{t}, not {want}")
-
-    def value_loc(self, avid: int, v: int, comp: str, where: str, idx: int,
-                  home_class: str | None = None) -> int:
-        """The location of allocated register ``avid`` standing for original value ``v`` (or a
-        register of class ``home_class``), checking that it is a legal placement for it."""
-        if home_class is not None:
-            key = (avid, home_class)
-        elif comp:
-            key = (avid, v, comp)
-        else:
-            key = (avid << 12) | self.vcode[v]
-        got = self._aloc_cache.get(key)
-        if got is not None:
-            return got
-        name = self.aregs.names[avid]
-        dec = self._adec.get(avid)
-        if dec is None:
-            p = self._decode(name, where, idx)
-            if type(p) is not int:
-                self._check_decl(avid, p, where, idx)
-                if (self.abi and reserves_frame_pointer(self.budget) and p.space == GPR
-                        and p.start < 2 * FRAME_POINTER + 2
-                        and p.start + p.size > 2 * FRAME_POINTER):
-                    raise self.fail_at(idx, f"{where}: {name} uses R{FRAME_POINTER}, the frame "
-                                            f"pointer under the calling convention (abi=1)")
-            dec = self._adec[avid] = p
-        p = dec
-        if type(p) is int:                       # a pinned register (not cached: depends on v)
-            if home_class is None and self._pins().get(name) != v:
-                raise self.fail_at(idx, f"{where}: {name} is a pinned .reg parameter, it cannot "
-                                        f"hold {self.vname(v)}")
-            return p
-        if home_class is not None:
-            cls, vec = home_class, 0
-        else:
-            cls, vec = self.oclass[v], self.oregs.vec[v]
-        if vec > 1 and not comp:
-            ok = p.family == "V" and p.vec == vec and p.bits == max(16, CLASS_BITS[cls])
-            need = f"%V{vec}x{max(16, CLASS_BITS[cls])}_<unit>"
-        elif vec > 1:                            # a component of a vector register
-            ok = p.family == "V"
-            need = "a %V vector register"
-        else:
-            ok = p.family == CLASS_FAMILY[cls]
-            need = "%" + CLASS_FAMILY[cls]
-        if not ok:
-            what = self.vname(v) if home_class is None else f"its {cls} home"
-            raise self.fail_at(idx, f"{where}: {name} cannot hold {what}, a {cls}"
-                                    f"{f' x{vec}' if vec > 1 else ''} value (needs {need})")
-        loc = self.locs.register(p, name)
-        self._aloc_cache[key] = loc
-        return loc
-
-    def slot_loc(self, mem, width: int, idx: int) -> int:
-        if (type(mem) is not Mem or type(mem.base) is not Sym or mem.rest or mem.suffix
-                or self.spill is None or mem.base.text != self.spill):
-            raise self.fail_at(idx, f"the address is not in the spill array "
-                                    f"'{self.spill or '(none declared)'}'")
-        off_text = mem.offset.replace(" ", "")
-        try:
-            off = int(off_text, 0) if off_text else 0
-        except ValueError:
-            raise self.fail_at(idx, f"spill slot offset '{mem.offset}' is not a number")
-        if off < 0 or off + width > self.frame:
-            raise self.fail_at(idx, f"spill slot [{self.spill}+{off}] ({width} bytes) is outside "
-                                    f"the {self.frame}-byte frame")
-        if off % width:
-            raise self.fail_at(idx, f"spill slot [{self.spill}+{off}] is not aligned to its "
-                                    f"width of {width} bytes")
-        return self.locs.slot(off, width)
 
     # -- the original function --
 
@@ -345,7 +236,7 @@ class Matcher:
         cfg = Blocks(syn_body, self.alloc.branch_targets, self.alloc.name, self.alloc.filename)
         # what holds a value at entry besides the implicit values
         entry = [(self.locs.pinned(self.oregs.names[v]), v, False) for v in self.in_params]
-        entry += [(self._reg_loc(r), e, True) for r, e in self.callee_values.items()]
+        entry += [(self.places.reg_loc(r), e, True) for r, e in self.callee_values.items()]
         return Matched(events, cfg, n_orig, counts, self.removed, self.in_params, entry)
 
     def _original(self, o: Instruction, a: Instruction, idx: int) -> Event:
@@ -426,7 +317,7 @@ class Matcher:
             gen |= 1 << o.guard
         if vecs:
             for vec, align in isa.tuple_operands(o, self.oregs):
-                self._check_tuple(vec, vecs.get(id(vec)), align, idx)
+                self.places.check_tuple(vec, vecs.get(id(vec)), align, idx)
         clobber = ()
         asyn = None
         wait_clear = None
@@ -439,10 +330,10 @@ class Matcher:
                                  self._special(f"return parameter {self.oregs.names[v]}")))
                     gen |= 1 << v
                 for r, e in self.callee_values.items():
-                    uses.append((self._reg_loc(r), e,
+                    uses.append((self.places.reg_loc(r), e,
                                  self._special(f"callee-saved R{r} (its value at entry)")))
             elif base == "call" and self.abi:
-                clobber = tuple(self._reg_loc(r) for r in caller_saved(self.budget))
+                clobber = tuple(self.places.reg_loc(r) for r in caller_saved(self.budget))
             elif base in ("wgmma", "tcgen05"):
                 got = isa.async_operands(o)
                 if got is not None:
@@ -460,75 +351,11 @@ class Matcher:
         if self.bindings:
             bound = self.bindings.get(id(o))
             if bound is not None:
-                self._check_bindings(bound, o, a, idx)
+                self.places.check_bindings(bound, o, a, idx)
         guarded = o.guard >= 0
         # a guarded definition does not kill
         return Original(idx, tuple(uses), tuple(defs), guarded, clobber, asyn, wait_clear, opc,
                         gen, 0 if guarded else kill, gen | kill)
-
-    def _check_bindings(self, bound, o: Instruction, a: Instruction, idx: int) -> None:
-        """Each register operand the calling convention binds (:mod:`.bindings`) is the bound
-        register itself."""
-        for b in bound:
-            i, j = b.path
-            x = o.ops[i] if j < 0 else o.ops[i].items[j]
-            y = a.ops[i] if j < 0 else a.ops[i].items[j]
-            name = self.aregs.names[y.v]
-            p = self._adec.get(y.v)
-            if p is None:
-                p = self._decode(name, f"operand {i + 1}", idx)
-            if type(p) is int or p.space != GPR or p.start != 2 * b.reg:
-                where = f"operand {i + 1}" + (f" member {j + 1}" if j >= 0 else "")
-                want = b.wanted(self.stem, self.oclass[x.v], self.oregs.vec[x.v])
-                raise self.fail_at(idx, f"{where}: {name} breaks the calling convention's "
-                                        f"binding (abi=1, budget {self.budget}): {b.what} "
-                                        f"must be in {want}")
-
-    def _check_tuple(self, vec: Vec, avec: Vec | None, align: int, idx: int) -> None:
-        """Members of a register tuple sit in consecutive units from an aligned start."""
-        if avec is None or len(vec.items) < 2:
-            return
-        sizes = []
-        for it in vec.items:
-            if type(it) is Reg and not it.comp:
-                v = it.v
-                u = max(1, CLASS_BITS[self.oclass[v]] // 16) * max(1, self.oregs.vec[v])
-                sizes.append(u)
-            else:
-                sizes.append(None)
-        known = [s for s in sizes if s is not None]
-        if not known or self.oclass[next(it.v for it in vec.items
-                                         if type(it) is Reg)] == "PRED":
-            return
-        fill = max(known)
-        off = 0
-        starts = []
-        for j, (it, ait, s) in enumerate(zip(vec.items, avec.items, sizes)):
-            s = fill if s is None else s
-            if type(ait) is Reg and not ait.comp and type(it) is Reg:
-                p = self.decoder.decode(self.aregs.names[ait.v])
-                if isinstance(p, Placement) and p.space == GPR:
-                    starts.append((j, p.start - off, self.aregs.names[ait.v]))
-            off += s
-        total = off
-        if not starts:
-            return
-        names = "{" + ", ".join(it.render(self.aregs.names.__getitem__) for it in avec.items) + "}"
-        base = starts[0][1]
-        for j, b, name in starts[1:]:
-            if b != base:
-                raise self.fail_at(idx, f"register tuple {names} is not consecutive: member "
-                                        f"{j + 1} {name} is out of place")
-        al = max(1, min(2 * align, pow2_at_least(total)))
-        if base < 0 or base % al:
-            raise self.fail_at(idx, f"register tuple {names} is not aligned to "
-                                    f"{al // 2 if al >= 2 else 0.5:g} register(s)")
-        if base + total > 2 * self.budget:
-            raise self.fail_at(idx, f"register tuple {names} runs past the budget of "
-                                    f"{self.budget} registers")
-
-    def _reg_loc(self, r: int) -> int:
-        return self.locs.register(Placement("R", r, GPR, 2 * r, 2), f"%{self.stem}R{r}")
 
     def _serialize(self, a: Instruction, idx: int) -> Event:
         """``//@serialize``: an inserted ``wgmma.wait_group.sync.aligned 0`` (the allocator
@@ -557,9 +384,9 @@ class Matcher:
         mem, reg = (ops[0], ops[1]) if kind == "csave" else (ops[1], ops[0])
         if type(reg) is not Reg or reg.comp or self.aregs.names[reg.v] != f"%{self.stem}R{r}":
             raise self.fail_at(idx, f"a {kind} of R{r} must move %{self.stem}R{r}")
-        p = self._decode(self.aregs.names[reg.v], "register", idx)
-        self._check_decl(reg.v, p, "register", idx)
-        rloc = self._reg_loc(r)
+        p = self.places.decode(self.aregs.names[reg.v], "register", idx)
+        self.places.check_decl(reg.v, p, "register", idx)
+        rloc = self.places.reg_loc(r)
         slot = self.slot_loc(mem, 4, idx)
         if kind == "csave":
             return Copy(idx, rloc, slot, e, f"callee-saved R{r} save")
@@ -670,7 +497,7 @@ class Matcher:
             if nd != ns:
                 raise self.fail_at(idx, f"a removed copy must have both ends in one register, "
                                         f"not {nd} and {ns}")
-            p = self._decode(nd, "the copy", idx)
+            p = self.places.decode(nd, "the copy", idx)
             if type(p) is int:
                 loc = p
             else:
