@@ -10,8 +10,9 @@ tuples, which registers an asynchronous instruction keeps using), and nothing of
 1. :mod:`.header` — the ``//@ptxalloc`` header (budget, stem, spill array, frame, ``abi``) and
    the ``//@`` annotations;
 2. :mod:`.matching` — pairs every allocated statement with the original's or checks it as an
-   inserted one of its documented form, decodes names into locations (:mod:`.locations`),
-   checks the convention's bindings (:mod:`.bindings`), and emits one typed event per
+   inserted one of its documented form, decodes names into locations and checks each is a
+   legal placement (:mod:`.placements`, :mod:`.locations`, the convention's bindings of
+   :mod:`.bindings`), and emits one typed event per
    statement (:mod:`.events`) over the allocated CFG (:mod:`.blocks`);
 3. :mod:`.liveness` — the checker's own liveness of the original values: the values read
    before any definition, and where each value dies;
