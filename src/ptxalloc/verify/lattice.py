@@ -23,9 +23,9 @@ The lattice
   in the original are dropped from every set (after their last use, and on entry to a block
   where they are dead): no use can look for them, and no verdict changes.
 
-Every transfer function is monotone and only removes values, so iterating from ``⊤`` in
-reverse post-order reaches the greatest fixpoint, and a check that fails while iterating
-already fails at the fixpoint: the checker stops at the first.
+Every transfer function is monotone, so iterating from ``⊤`` in reverse post-order each
+block's state only shrinks until the greatest fixpoint; a check that fails on a state while
+iterating fails on the smaller state at the fixpoint too: the checker stops at the first.
 
 Transfer rules
 --------------
