@@ -6,7 +6,7 @@ An asynchronous instruction keeps reading and writing some of its registers afte
 until a matching wait (``wgmma.wait_group 0``, ``tcgen05.wait::ld``/``::st``). :func:`in_flight`
 finds, by a forward dataflow over the CFG, the registers in flight before each instruction:
 those of the asynchronous instructions issued on some path since the last wait that retires
-them. It counts as the checker does (:mod:`ptxalloc.verify.checker`): only
+them. It counts as the checker does (:mod:`ptxalloc.verify.dataflow`): only
 ``wgmma.wait_group 0`` retires a ``wgmma`` — ``wait_group N`` with N > 0 does not say which
 groups are done. The pre-passes :mod:`ptxalloc.passes.serialize_wgmma` and
 :mod:`ptxalloc.passes.asynchrony` read it.

@@ -22,10 +22,12 @@ def bit_type(regs: RegTable, v: int) -> str:
 
 
 def width_bytes(regs: RegTable, v: int) -> int:
+    """Bytes register ``v`` occupies in memory (its spill-slot size)."""
     return CLASS_BITS[regs.classes[v]] // 8 * max(1, regs.vec[v])
 
 
 def copy(regs: RegTable, dst: int, src: int, line: int = 0) -> Instruction:
+    """``mov.b32 dst, src`` (the type that moves ``dst`` whole)."""
     ins = Instruction("mov" + bit_type(regs, dst), [Reg(dst), Reg(src)], line=line)
     isa.classify(ins, regs)
     return ins
@@ -39,18 +41,21 @@ def spill_store(regs: RegTable, src: int, array: str, line: int = 0) -> Instruct
 
 
 def spill_reload(regs: RegTable, dst: int, array: str, line: int = 0) -> Instruction:
+    """``ld.local.b32 dst, [array]`` — the offset is filled in once slots are assigned."""
     ins = Instruction("ld.local" + bit_type(regs, dst), [Reg(dst), Mem(Sym(array))], line=line)
     isa.classify(ins, regs)
     return ins
 
 
 def pred_save(regs: RegTable, dst: int, pred: int, line: int = 0) -> Instruction:
+    """``selp.u32 dst, 1, 0, pred`` — a predicate saved in a 32-bit register."""
     ins = Instruction("selp.u32", [Reg(dst), Imm("1"), Imm("0"), Reg(pred)], line=line)
     isa.classify(ins, regs)
     return ins
 
 
 def pred_restore(regs: RegTable, pred: int, src: int, line: int = 0) -> Instruction:
+    """``setp.ne.u32 pred, src, 0`` — a predicate restored from its 32-bit register."""
     ins = Instruction("setp.ne.u32", [Reg(pred), Reg(src), Imm("0")], line=line)
     isa.classify(ins, regs)
     return ins

@@ -36,6 +36,10 @@ MAX_CYCLIC_PROB = 0.99
 
 
 class Block:
+    """A basic block: its labels and instructions, ``first`` instruction id, successor and
+    predecessor block ids, whether it is reachable from the entry, loop ``depth``, static
+    frequency ``freq`` and innermost ``loop`` (-1 for none)."""
+
     __slots__ = ("id", "labels", "instrs", "first", "succs", "preds", "reachable", "depth",
                  "freq", "loop")
 
@@ -56,6 +60,9 @@ class Block:
 
 
 class Loop:
+    """A natural loop: ``header`` block, member ``blocks``, ``latches`` (sources of its back
+    edges), enclosing loop ``parent`` (-1 for none) and nesting ``depth``."""
+
     __slots__ = ("id", "header", "blocks", "parent", "depth", "latches")
 
     def __init__(self, lid: int, header: int, blocks: set[int], latches: list[int]):
@@ -334,9 +341,11 @@ class CFG:
     # -- queries --
 
     def reachable_blocks(self) -> list[Block]:
+        """The blocks reachable from the entry, in block order."""
         return [b for b in self.blocks if b.reachable]
 
     def instr_id(self, block: Block, k: int) -> int:
+        """The id of the ``k``-th instruction of ``block``."""
         return block.first + k
 
 

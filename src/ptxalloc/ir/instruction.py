@@ -20,6 +20,12 @@ NONE, DEF, USE, USEDEF = 0, 1, 2, 3
 
 
 class Instruction:
+    """One PTX instruction: full ``opcode``, ``guard`` register id (-1 for none) and
+    ``guard_neg``, ``ops``, and from the ISA table each operand's role and the ``defs`` and
+    ``uses`` register ids (:meth:`set_roles`); ``is_copy`` for a whole-register ``mov``,
+    ``known`` False for an opcode the table does not know; ``line`` and ``loc`` its source;
+    ``origin`` None for a parsed instruction, else what inserted it."""
+
     __slots__ = ("opcode", "guard", "guard_neg", "ops", "roles", "defs", "uses", "line", "loc",
                  "comment", "origin", "is_copy", "known", "implicit_uses")
 
@@ -109,6 +115,8 @@ class Instruction:
 
 
 class Label:
+    """A label statement ``name:`` of a function body."""
+
     __slots__ = ("name", "line")
 
     def __init__(self, name: str, line: int = 0):

@@ -31,6 +31,10 @@ class Param:
 
 @dataclass
 class Function:
+    """One ``.entry`` (kind "entry") or ``.func`` (kind "func") with a body: its header text,
+    parameters, performance directives, body statements (Instruction, Label, Raw), virtual
+    registers and ``.branchtargets`` lists."""
+
     name: str
     kind: str                                  # "entry" or "func"
     header: str                                # source text up to (not including) the body '{'
@@ -46,12 +50,15 @@ class Function:
 
     @property
     def is_entry(self) -> bool:
+        """Whether this is a kernel (``.entry``)."""
         return self.kind == "entry"
 
     def instructions(self) -> list[Instruction]:
+        """The body's instructions, in order."""
         return [s for s in self.body if type(s) is Instruction]
 
     def labels(self) -> list[Label]:
+        """The body's labels, in order."""
         return [s for s in self.body if type(s) is Label]
 
     def copy(self) -> "Function":
@@ -66,6 +73,9 @@ class Function:
 
 @dataclass
 class Module:
+    """A parsed PTX file: its top-level items (Raw text and Function definitions) in source
+    order, with its ``.version``, ``.target``, address size and the parser's warnings."""
+
     items: list = field(default_factory=list)      # Raw | Function, in source order
     filename: str = "<input>"
     version: str = ""
@@ -75,9 +85,11 @@ class Module:
 
     @property
     def functions(self) -> list[Function]:
+        """The function definitions, in source order."""
         return [it for it in self.items if type(it) is Function]
 
     def function(self, name: str) -> Function | None:
+        """The function called ``name``, or None."""
         for f in self.functions:
             if f.name == name:
                 return f

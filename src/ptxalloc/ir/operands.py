@@ -26,6 +26,9 @@ from typing import Callable, Iterator
 
 
 class Operand:
+    """Base of every operand: ``regs`` yields its register references, ``render`` writes it
+    with ``name(v)`` for each register, ``map_regs`` copies it with registers replaced."""
+
     __slots__ = ()
 
     def regs(self) -> Iterator["Reg"]:
@@ -33,6 +36,7 @@ class Operand:
         return iter(())
 
     def render(self, name: Callable[[int], str]) -> str:
+        """The operand as PTX text, each register written as ``name(v)``."""
         raise NotImplementedError
 
     def map_regs(self, fn: Callable[["Reg"], "Operand"]) -> "Operand":
@@ -41,6 +45,9 @@ class Operand:
 
 
 class Reg(Operand):
+    """A register reference: virtual-register id ``v`` and ``comp``, "" or a vector
+    register's component (".x")."""
+
     __slots__ = ("v", "comp")
 
     def __init__(self, v: int, comp: str = ""):
@@ -67,6 +74,8 @@ class Reg(Operand):
 
 
 class Imm(Operand):
+    """An immediate, kept as its source text (``0f3F800000``, ``0x10``, ``-4``)."""
+
     __slots__ = ("text",)
 
     def __init__(self, text: str):
@@ -86,6 +95,8 @@ class Imm(Operand):
 
 
 class Sym(Operand):
+    """A symbol, label, function name or special register (``%tid.x``), kept as its text."""
+
     __slots__ = ("text",)
 
     def __init__(self, text: str):
@@ -105,6 +116,8 @@ class Sym(Operand):
 
 
 class Sink(Operand):
+    """The sink ``_``: a result that is discarded."""
+
     __slots__ = ()
 
     def render(self, name):
@@ -124,6 +137,8 @@ SINK = Sink()
 
 
 class Vec(Operand):
+    """A vector operand ``{a, b, c, d}``: members are Reg, Imm or Sink."""
+
     __slots__ = ("items",)
 
     def __init__(self, items: list[Operand]):
@@ -151,6 +166,10 @@ class Vec(Operand):
 
 
 class Mem(Operand):
+    """An address ``[base+offset]`` or ``[base, x, {..}]`` (textures): ``base`` a Reg, Sym or
+    Imm (or None), ``offset`` its text ("", "+8"), ``rest`` the further bracket members,
+    ``suffix`` a ``.name`` selector after the bracket."""
+
     __slots__ = ("base", "offset", "rest", "suffix")
 
     def __init__(self, base: Operand | None, offset: str = "", rest: list[Operand] | None = None,
@@ -188,6 +207,8 @@ class Mem(Operand):
 
 
 class Pair(Operand):
+    """``p|q`` (``setp``, ``shfl.sync``, ``elect.sync`` ...): two results, Reg or Sink."""
+
     __slots__ = ("a", "b")
 
     def __init__(self, a: Operand, b: Operand):
@@ -286,6 +307,8 @@ class Sum(Operand):
 
 
 class Args(Operand):
+    """A parenthesised list ``(a, b)`` of a ``call``'s return or argument operands."""
+
     __slots__ = ("items",)
 
     def __init__(self, items: list[Operand]):

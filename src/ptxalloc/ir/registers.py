@@ -21,6 +21,8 @@ from enum import IntEnum
 
 
 class RegClass(IntEnum):
+    """The register classes (the table above)."""
+
     PRED = 0
     H16 = 1
     GPR32 = 2
@@ -71,6 +73,7 @@ class RegTable:
         return len(self.names)
 
     def add(self, name: str, ptype: str, rclass: RegClass, vec: int = 0, line: int = 0) -> int:
+        """Append a register; returns its id."""
         vid = len(self.names)
         self.names.append(name)
         self.types.append(ptype)
@@ -95,6 +98,7 @@ class RegTable:
         return self._by_name.get(name)
 
     def copy(self) -> "RegTable":
+        """An independent copy."""
         new = RegTable()
         new.names = list(self.names)
         new.types = list(self.types)
@@ -104,6 +108,7 @@ class RegTable:
         return new
 
     def count_by_class(self) -> dict[str, int]:
+        """How many registers each class has, by class name."""
         out: dict[str, int] = {}
         for c in self.classes:
             out[c.name] = out.get(c.name, 0) + 1

@@ -1,4 +1,6 @@
-"""PTX text in and out: the parser and the emitter."""
+"""PTX text in and out: :mod:`.parser` reads a PTX file into a ``Module`` (SPEC section 3; errors
+as ``file:line:column: message``), :mod:`.emitter` writes a module back as text (SPEC section 8),
+an allocated function with its physical register names."""
 
 from .emitter import emit_function, emit_module
 from .parser import parse, parse_file

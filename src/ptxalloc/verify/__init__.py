@@ -9,6 +9,15 @@ PTX and the allocated PTX alone (docs/allocated-ptx.md), sharing no code with th
 
 A refuted allocation raises :class:`~ptxalloc.errors.VerificationError` (exit status 1);
 input that cannot be compared raises :class:`CheckerInputError` (exit status 2).
+
+One function's proof is :func:`.checker.check_function`, in modules of one job each:
+:mod:`.header` (the ``//@ptxalloc`` header, the ``//@`` annotations), :mod:`.matching` (the
+two texts paired, every statement decoded into an event of :mod:`.events`),
+:mod:`.placements` (legal placements), :mod:`.locations` (physical names, overlaps),
+:mod:`.blocks` (the allocated CFG), :mod:`.bindings` and :mod:`.convention` (the calling
+convention), :mod:`.liveness`, :mod:`.lattice` (the abstract domain and the transfer rules,
+stated formally), :mod:`.dataflow` (the fixpoint) and :mod:`.messages`. Nothing here imports
+``alloc``, ``spill``, ``analysis`` or ``target``.
 """
 
 from __future__ import annotations

@@ -29,9 +29,8 @@ from ..ir.instruction import DIRECTIVE, SCOPE_CLOSE, SCOPE_OPEN, Instruction, Ra
 from ..ir.module import Function
 from ..ir.operands import Args, Mem, Reg, Sym
 from ..ptx.parser import parse_param_declaration
+from .convention import ARG_REGS
 from .locations import CLASS_BITS
-
-ARG_REGS = 8        # R0-R7 carry arguments
 
 
 class Binding:

@@ -1,0 +1,85 @@
+"""The checker's reading of an allocated function's ``//@ptxalloc`` header and ``//@``
+annotations (docs/allocated-ptx.md, "The header" and "Annotations"; SPEC section 9).
+
+The header names what the proof needs besides the two texts: the budget K, the stem of the
+physical register names, the spill array and its frame size, and ``abi=1`` when the calling
+convention applies. Annotations mark the instructions the allocator inserted (``//@spill v#n``
+and the other copies, ``//@csave Rn``, ``//@serialize``) or removed (``//@removed``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from ..errors import PtxallocError
+from ..ir.instruction import COMMENT, Raw
+from ..ir.module import Function
+
+HEADER = "//@ptxalloc"
+EARLIER_HEADER = "// @ptxalloc"     # an earlier run's header, neutralized (allocated-ptx.md)
+REMOVED = "//@removed"
+SERIALIZE = "//@serialize"
+
+#: An inserted copy's annotation: group 1 the kind, 2 and 3 the original value's name and id;
+#: or a callee save: group 4 the kind, 5 the register number.
+ANNOTATION = re.compile(r"//@(spill|reload|remat|move|pspill|preload|save|restore)\s+(\S+)#(\d+)"
+                        r"\s*$|//@(csave|crestore)\s+R(\d+)\s*$")
+
+
+class CheckerInputError(PtxallocError):
+    """The two files cannot be compared at all (no allocation header, functions that do not
+    correspond, an unreadable header): exit status 2."""
+
+    exit_code = 2
+
+
+def read_header(fn: Function) -> dict[str, str] | None:
+    """The ``//@ptxalloc`` header of an allocated function as key/value pairs, or None when the
+    function carries none (it was not allocated)."""
+    for s in fn.body:
+        if type(s) is Raw and s.kind == COMMENT and s.text.startswith(HEADER):
+            out = {}
+            for part in s.text[len(HEADER):].split():
+                k, eq, v = part.partition("=")
+                if not eq:
+                    raise CheckerInputError(f"function '{fn.name}': malformed allocation header "
+                                            f"'{s.text}'")
+                out[k] = v
+            return out
+        if type(s) is Raw and s.kind == COMMENT:
+            continue
+        return None
+    return None
+
+
+class Header(NamedTuple):
+    """What the proof reads from the header: budget K (1..255), the register-name stem, the
+    spill array (None when there is none) and its frame in bytes, whether ``abi=1``."""
+
+    budget: int
+    stem: str
+    spill: str | None
+    frame: int
+    abi: bool
+    allocator: str
+    arch: str
+
+    @classmethod
+    def parse(cls, fields: dict[str, str], where: str) -> "Header":
+        """The header's fields checked; ``where`` names the function for errors."""
+        try:
+            budget = int(fields.get("budget", ""))
+        except ValueError:
+            raise CheckerInputError(f"{where}: allocation header without a budget")
+        if not 1 <= budget <= 255:
+            raise CheckerInputError(f"{where}: budget {budget} is not 1..255")
+        if "stem" not in fields:
+            raise CheckerInputError(f"{where}: allocation header without a stem")
+        try:
+            frame = int(fields.get("frame", "0"))
+        except ValueError:
+            raise CheckerInputError(f"{where}: bad frame size '{fields['frame']}'")
+        return cls(budget, fields["stem"], fields.get("spill") or None, frame,
+                   fields.get("abi") == "1", fields.get("allocator", "?"),
+                   fields.get("arch", "?"))

@@ -1,0 +1,645 @@
+"""Matching the allocated function against the original (SPEC section 9; docs/allocated-ptx.md),
+and decoding every allocated statement into an event (:mod:`.events`) for the dataflow.
+
+Every allocated instruction without a ``//@`` annotation must be the next original instruction
+— same opcode, same guard sense, same operand structure and non-register text — with each
+register operand replaced by a physical location of the right class; a ``//@removed`` comment
+line consumes the next original instruction; labels and directives must sit where the original
+has them. The rest are inserted instructions (docs/allocated-ptx.md): ``//@spill`` stores,
+``//@reload`` loads, ``//@move`` copies, ``//@pspill``/``//@preload`` predicate saves and
+restores, ``//@remat`` recomputations, ``//@serialize`` waits, and for the calling convention
+``//@save``/``//@restore`` around calls and ``//@csave``/``//@crestore`` of callee-saved
+registers, each of its one documented form.
+
+Matching also checks what needs no dataflow: every register is a legal placement of its value
+(:mod:`.placements`: class, budget, declaration, register tuples, spill slots, the convention's
+bindings); the spill array is declared ``.align 16`` with the frame's bytes; and the header
+carries ``abi=1`` wherever the convention applies (a ``.func``, or a function with a ``call``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from ..errors import VerificationError
+from ..ir import isa
+from ..ir.instruction import COMMENT, DEF, DIRECTIVE, USE, Instruction, Label, Raw
+from ..ir.module import Function
+from ..ir.operands import Args, Imm, Mem, Neg, Not, Pair, Reg, Sink, Sum, Sym, Vec
+from .bindings import find_bindings
+from .blocks import Blocks
+from .convention import callee_saved, caller_saved
+from .events import (Copy, Event, InFlight, Original, Remat, RemovedCopy, RemovedDef,
+                     Wait)
+from .header import (ANNOTATION, EARLIER_HEADER, HEADER, REMOVED, SERIALIZE,
+                     CheckerInputError, Header, read_header)
+from .locations import CLASS_BITS, CLASS_FAMILY, Locations
+from .messages import Messages, first_diff
+from .placements import Placements
+
+
+class Matched(NamedTuple):
+    """What matching hands on: the events in allocated order, the allocated CFG over them, the
+    counts for the proof, and the entry facts (old-ABI ``.reg`` parameters; ``entry`` as
+    :class:`.dataflow.Dataflow` takes it)."""
+
+    events: list
+    cfg: Blocks
+    instructions: int                 # original instructions
+    inserted: dict[str, int]          # inserted instructions by annotation
+    removed: int
+    in_params: tuple[int, ...]
+    entry: list[tuple[int, int, bool]]
+
+
+class Matcher:
+    """Matches one allocated function against its original."""
+
+    def __init__(self, original: Function, allocated: Function, header: Header,
+                 module_decls: list[str], locs: Locations, msgs: Messages):
+        self.orig = original
+        self.alloc = allocated
+        self.module_decls = module_decls
+        self.budget = header.budget
+        self.stem = header.stem
+        self.spill = header.spill
+        self.frame = header.frame
+        self.abi = header.abi
+        self.locs = locs
+        self.msgs = msgs
+        self.fail_at = msgs.fail_at
+        self.vname = msgs.vname
+        self.where_fn = msgs.where_fn
+        self._special = msgs.special
+        self.sites = msgs.sites
+        self.oregs = original.regs
+        self.aregs = allocated.regs
+        self.places = places = Placements(original, allocated, header, locs, msgs)
+        self.oclass = places.oclass
+        self.vcode = places.vcode
+        self._aloc_cache = places.cache
+        self.value_loc = places.value_loc
+        self.slot_loc = places.slot_loc
+        self.removed = 0
+
+    # -- the original function --
+
+    def _original_facts(self) -> None:
+        orig = self.orig
+        self.oinstrs = orig.instructions()
+        ndefs: dict[int, list] = {}
+        for ins in self.oinstrs:
+            for d in ins.defs:
+                ndefs.setdefault(d, []).append(ins)
+        self.defs_of = ndefs
+        self.ret_uses = tuple(p.vid for p in orig.returns if p.space == "reg" and p.vid >= 0)
+        self.in_params = tuple(p.vid for p in orig.params if p.space == "reg" and p.vid >= 0)
+        # a .func under the calling convention must give its caller back the callee-saved
+        # registers as they were: each one's value at entry is a pseudo-value of its own
+        n = len(self.oregs)
+        self.callee_values: dict[int, int] = {}
+        if self.abi and not self.orig.is_entry:
+            for r in callee_saved(self.budget):
+                self.callee_values[r] = n + r
+        if not self.abi and (not orig.is_entry or any(o.base == "call" for o in self.oinstrs)):
+            why = "it makes a call" if orig.is_entry else "a .func"
+            raise VerificationError(f"{self.where_fn()}: the header lacks abi=1, but the "
+                                    f"calling convention applies ({why})")
+        self.bindings = (find_bindings(orig, self.module_decls, self.budget, self.oclass)
+                         if self.abi else {})
+
+    # -- matching and decoding --
+
+    def match(self) -> "Matched":
+        """Match the allocated body against the original and decode every instruction into an
+        event for the dataflow; builds the allocated CFG."""
+        self._original_facts()
+        oinstrs = self.oinstrs
+        n_orig = len(oinstrs)
+        olabels = []
+        k = 0
+        odirs = []
+        for s in self.orig.body:
+            t = type(s)
+            if t is Instruction:
+                k += 1
+            elif t is Label:
+                olabels.append((s.name, k))
+            elif t is Raw and s.kind == DIRECTIVE:
+                odirs.append(" ".join(s.text.split()))
+        alabels = []
+        adirs = []
+        events: list[tuple] = []
+        syn_body: list = []
+        oi = 0
+        counts = {"spill": 0, "reload": 0, "remat": 0, "move": 0, "pspill": 0, "preload": 0}
+        array_decl = None
+        for s in self.alloc.body:
+            t = type(s)
+            if t is Instruction:
+                idx = len(events)
+                m = ANNOTATION.match(s.comment) if s.comment else None
+                if m is not None:
+                    self.sites.append((s, s.line, None))
+                    kind = m.group(1) or m.group(4)
+                    if m.group(1):
+                        events.append(self._inserted(s, m, idx))
+                    else:
+                        events.append(self._callee_save(s, kind, int(m.group(5)), idx))
+                    counts[kind] = counts.get(kind, 0) + 1
+                elif s.comment.strip() == SERIALIZE:
+                    self.sites.append((s, s.line, None))
+                    events.append(self._serialize(s, idx))
+                    counts["serialize"] = counts.get("serialize", 0) + 1
+                else:
+                    if s.comment.startswith("//@"):
+                        self.sites.append((s, s.line, None))
+                        raise self.fail_at(idx, f"unknown or malformed annotation "
+                                                f"'{s.comment}'")
+                    if oi >= n_orig:
+                        self.sites.append((s, s.line, None))
+                        raise self.fail_at(idx, "an instruction that is not in the original and "
+                                                "carries no //@ annotation")
+                    o = oinstrs[oi]
+                    oi += 1
+                    self.sites.append((s, s.line, o))
+                    events.append(self._original(o, s, idx))
+                syn_body.append(s)
+            elif t is Label:
+                alabels.append((s.name, oi))
+                syn_body.append(s)
+            elif t is Raw:
+                if s.kind == COMMENT and s.text.startswith(REMOVED):
+                    idx = len(events)
+                    text = s.text
+                    if oi >= n_orig:
+                        self.sites.append((text, s.line, None))
+                        raise self.fail_at(idx, "a removed instruction that is not in the "
+                                                "original")
+                    o = oinstrs[oi]
+                    oi += 1
+                    self.sites.append((text, s.line, o))
+                    events.append(self._removed(o, text, idx))
+                    self.removed += 1
+                    syn_body.append(Instruction("ptxalloc.removed", [], line=s.line))
+                elif s.kind == DIRECTIVE:
+                    text = " ".join(s.text.split())
+                    if self.spill is not None and re.match(
+                            r"\.local\s.*\b" + re.escape(self.spill) + r"\s*\[", text):
+                        array_decl = text
+                    else:
+                        adirs.append(text)
+                elif s.kind == COMMENT and s.text.startswith("//@") and not s.text.startswith(
+                        HEADER):
+                    raise VerificationError(f"{self.where_fn()}, line {s.line}: unknown "
+                                            f"annotation '{s.text}'")
+                elif (s.kind == COMMENT and s.text.startswith(EARLIER_HEADER)
+                      and read_header(self.orig) is None):
+                    raise CheckerInputError(
+                        f"{self.where_fn()}: the allocated file is the allocation of an earlier "
+                        f"run's output (line {s.line} carries that run's header); verify each "
+                        f"step against its own input")
+        if oi < n_orig:
+            o = oinstrs[oi]
+            raise VerificationError(
+                f"{self.where_fn()}: original line {o.line} "
+                f"'{o.render(self.oregs.names.__getitem__)}' is missing from the allocation")
+        if alabels != olabels:
+            for (a, ka), (b, kb) in zip(alabels, olabels):
+                if a != b or ka != kb:
+                    raise VerificationError(f"{self.where_fn()}: label '{a}' does not sit where "
+                                            f"the original has '{b}'")
+            raise VerificationError(f"{self.where_fn()}: the labels differ from the original's")
+        if adirs != odirs:
+            raise VerificationError(f"{self.where_fn()}: the directives differ from the "
+                                    f"original's ({first_diff(adirs, odirs)})")
+        if self.alloc.branch_targets != self.orig.branch_targets:
+            raise VerificationError(f"{self.where_fn()}: branch target lists differ")
+        if self.spill is not None:
+            m = re.match(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.b8\s+" + re.escape(self.spill)
+                         + r"\s*\[(\d+)\]\s*;$", array_decl or "")
+            if m is None:
+                raise VerificationError(f"{self.where_fn()}: the spill array '{self.spill}' is "
+                                        f"not declared as '.local .align 16 .b8 "
+                                        f"{self.spill}[{self.frame}];'")
+            if int(m.group(2)) < self.frame:
+                raise VerificationError(f"{self.where_fn()}: the spill array has "
+                                        f"{m.group(2)} bytes, less than the frame of "
+                                        f"{self.frame}")
+            if m.group(1) is None or int(m.group(1)) < 16:
+                raise VerificationError(f"{self.where_fn()}: the spill array must be "
+                                        f".align 16 (slots are aligned to up to 16 bytes)")
+        elif array_decl is not None:
+            raise VerificationError(f"{self.where_fn()}: a spill array is declared but the "
+                                    f"header names none")
+        cfg = Blocks(syn_body, self.alloc.branch_targets, self.alloc.name, self.alloc.filename)
+        # what holds a value at entry besides the implicit values
+        entry = [(self.locs.pinned(self.oregs.names[v]), v, False) for v in self.in_params]
+        entry += [(self.places.reg_loc(r), e, True) for r, e in self.callee_values.items()]
+        return Matched(events, cfg, n_orig, counts, self.removed, self.in_params, entry)
+
+    def _original(self, o: Instruction, a: Instruction, idx: int) -> Event:
+        """An original instruction: its operands paired with the allocated ones, decoded into
+        uses to check and definitions to make."""
+        if o.opcode != a.opcode:
+            raise self.fail_at(idx, f"expected the original instruction "
+                                    f"'{o.render(self.oregs.names.__getitem__)}' here")
+        if (o.guard >= 0) != (a.guard >= 0) or o.guard_neg != a.guard_neg:
+            raise self.fail_at(idx, "the guard differs from the original's")
+        if len(o.ops) != len(a.ops):
+            raise self.fail_at(idx, "the operands differ from the original's")
+        vecs: dict[int, Vec] = {}
+        roles = o.roles
+        aops = a.ops
+        nroles = len(roles)
+        cache = self._aloc_cache
+        vcode = self.vcode
+        uses = []
+        defs = []
+        gen = kill = 0
+        pairs = None
+        for i, x in enumerate(o.ops):
+            y = aops[i]
+            tx = type(x)
+            if tx is Reg:                         # the common cases first
+                if type(y) is not Reg or x.comp != y.comp:
+                    raise self.fail_at(idx, f"operand {i + 1} differs from the original's "
+                                            f"'{x.render(self.oregs.names.__getitem__)}'")
+                v = x.v
+                loc = cache.get((y.v << 12) | vcode[v]) if not x.comp else None
+                if loc is None:
+                    loc = self.value_loc(y.v, v, x.comp, f"operand {i + 1}", idx)
+                role = roles[i] if i < nroles else USE
+                code = i << 6
+                if role & DEF:
+                    defs.append((loc, v))
+                    kill |= 1 << v
+                    if x.comp:
+                        uses.append((loc, v, code))
+                        gen |= 1 << v
+                if role & USE:
+                    uses.append((loc, v, code))
+                    gen |= 1 << v
+                continue
+            if tx is Imm or tx is Sym:
+                if type(y) is tx and x.text == y.text:
+                    continue
+            else:
+                if pairs is None:
+                    pairs = []
+                if _pair(x, y, USE if tx is Mem else (roles[i] if i < nroles else USE), i, -1,
+                         pairs, vecs):
+                    continue
+            raise self.fail_at(idx, f"operand {i + 1} differs from the original's "
+                                    f"'{x.render(self.oregs.names.__getitem__)}'")
+        if pairs:
+            for x, y, role, i, member in pairs:
+                v = x.v
+                comp = x.comp
+                loc = cache.get((y.v << 12) | vcode[v]) if not comp else None
+                if loc is None:
+                    where = f"operand {i + 1}" + (f" member {member + 1}" if member >= 0 else "")
+                    loc = self.value_loc(y.v, v, comp, where, idx)
+                code = (i << 6) | (member + 1)
+                if role & DEF:
+                    defs.append((loc, v))
+                    kill |= 1 << v
+                    if comp:
+                        uses.append((loc, v, code))
+                        gen |= 1 << v
+                if role & USE:
+                    uses.append((loc, v, code))
+                    gen |= 1 << v
+        if o.guard >= 0:
+            loc = self.value_loc(a.guard, o.guard, "", "guard", idx)
+            uses.append((loc, o.guard, -1))
+            gen |= 1 << o.guard
+        if vecs:
+            for vec, align in isa.tuple_operands(o, self.oregs):
+                self.places.check_tuple(vec, vecs.get(id(vec)), align, idx)
+        clobber = ()
+        asyn = None
+        wait_clear = None
+        opc = o.opcode
+        if opc[0] in "rctw":
+            base = opc.partition(".")[0]
+            if base == "ret" and (self.ret_uses or self.callee_values):
+                for v in self.ret_uses:
+                    uses.append((self.locs.pinned(self.oregs.names[v]), v,
+                                 self._special(f"return parameter {self.oregs.names[v]}")))
+                    gen |= 1 << v
+                for r, e in self.callee_values.items():
+                    uses.append((self.places.reg_loc(r), e,
+                                 self._special(f"callee-saved R{r} (its value at entry)")))
+            elif base == "call" and self.abi:
+                clobber = tuple(self.places.reg_loc(r) for r in caller_saved(self.budget))
+            elif base in ("wgmma", "tcgen05"):
+                got = isa.async_operands(o)
+                if got is not None:
+                    values, wait = got
+                    # every operand register the instruction keeps accessing, whether a
+                    # vector member or a plain register (tcgen05.ld.red's redval)
+                    accessed = dict.fromkeys((loc, v) for loc, v in defs if v in values)
+                    accessed.update(((loc, v), None) for loc, v, _ in uses if v in values)
+                    asyn = InFlight(tuple(accessed), wait, base + "." + opc.split(".")[1])
+                if opc.startswith("wgmma.wait_group"):
+                    if o.ops and type(o.ops[0]) is Imm and o.ops[0].text.strip() == "0":
+                        wait_clear = "wgmma.wait_group"
+                elif opc.startswith(("tcgen05.wait::ld", "tcgen05.wait::st")):
+                    wait_clear = opc[:len("tcgen05.wait::ld")]
+        if self.bindings:
+            bound = self.bindings.get(id(o))
+            if bound is not None:
+                self.places.check_bindings(bound, o, a, idx)
+        guarded = o.guard >= 0
+        # a guarded definition does not kill
+        return Original(idx, tuple(uses), tuple(defs), guarded, clobber, asyn, wait_clear, opc,
+                        gen, 0 if guarded else kill, gen | kill)
+
+    def _serialize(self, a: Instruction, idx: int) -> Event:
+        """``//@serialize``: an inserted ``wgmma.wait_group.sync.aligned 0`` (the allocator
+        serialized the wgmma groups, :mod:`ptxalloc.passes.serialize_wgmma`). Waiting earlier
+        only shortens the asynchrony: it reads and writes no register, and retires the
+        in-flight wgmma registers as an original ``wait_group 0`` does."""
+        ops = a.ops
+        if (a.guard >= 0 or a.opcode != "wgmma.wait_group.sync.aligned" or len(ops) != 1
+                or type(ops[0]) is not Imm or ops[0].text.strip() != "0"):
+            raise self.fail_at(idx, "a //@serialize instruction must be an unguarded "
+                                    "'wgmma.wait_group.sync.aligned 0'")
+        return Wait(idx)
+
+    def _callee_save(self, a: Instruction, kind: str, r: int, idx: int) -> Event:
+        """``//@csave Rn`` stores callee-saved Rn's entry value in the prologue of a ``.func``;
+        ``//@crestore Rn`` puts it back before a ``ret``."""
+        e = self.callee_values.get(r)
+        if e is None:
+            raise self.fail_at(idx, f"R{r} is not a callee-saved register of this function "
+                                    f"(budget {self.budget}{'' if self.abi else ', no abi=1'})")
+        ops = a.ops
+        prefix = "st.local." if kind == "csave" else "ld.local."
+        if (a.guard >= 0 or not a.opcode.startswith(prefix) or len(ops) != 2
+                or _type_bits(a.opcode[len(prefix):]) != 32):
+            raise self.fail_at(idx, f"a {kind} of R{r} must be '{prefix}b32' with two operands")
+        mem, reg = (ops[0], ops[1]) if kind == "csave" else (ops[1], ops[0])
+        if type(reg) is not Reg or reg.comp or self.aregs.names[reg.v] != f"%{self.stem}R{r}":
+            raise self.fail_at(idx, f"a {kind} of R{r} must move %{self.stem}R{r}")
+        p = self.places.decode(self.aregs.names[reg.v], "register", idx)
+        self.places.check_decl(reg.v, p, "register", idx)
+        rloc = self.places.reg_loc(r)
+        slot = self.slot_loc(mem, 4, idx)
+        if kind == "csave":
+            return Copy(idx, rloc, slot, e, f"callee-saved R{r} save")
+        return Copy(idx, slot, rloc, e, f"callee-saved R{r} restore")
+
+    def _value_of(self, m: re.Match, idx: int) -> int:
+        name, vid = m.group(2), int(m.group(3))
+        if vid >= len(self.oregs) or self.oregs.names[vid] != name:
+            raise self.fail_at(idx, f"the annotation names {name}#{vid}, which is not a register "
+                                    f"of the original function")
+        return vid
+
+    def _inserted(self, a: Instruction, m: re.Match, idx: int) -> Event:
+        """An inserted instruction, checked for its documented form."""
+        kind = m.group(1)
+        v = self._value_of(m, idx)
+        if a.guard >= 0:
+            raise self.fail_at(idx, f"an inserted {kind} may not be guarded")
+        cls = self.oclass[v]
+        vec = self.oregs.vec[v]
+        ops = a.ops
+        opc = a.opcode
+        home = None
+        if cls == "PRED" and kind in ("spill", "reload", "save", "restore", "move") and not (
+                kind == "move" and opc == "mov.pred"):
+            # a predicate saved in its 32-bit home register (//@pspill) travels as that
+            # register: spilled, reloaded or copied as a .b32 holding 0 or 1
+            home = "GPR32"
+        width_bits = CLASS_BITS[home or cls] * max(1, vec) if (home or cls) != "PRED" else 0
+        if kind in ("spill", "reload", "save", "restore"):
+            prefix = "st.local." if kind in ("spill", "save") else "ld.local."
+            if not opc.startswith(prefix) or _type_bits(opc[len(prefix):]) != width_bits \
+                    or len(ops) != 2:
+                raise self.fail_at(idx, f"a {kind} of {self.vname(v)} must be "
+                                        f"'{prefix}b{width_bits}' with two operands")
+            store = kind in ("spill", "save")
+            mem, reg = (ops[0], ops[1]) if store else (ops[1], ops[0])
+            if type(reg) is not Reg or reg.comp:
+                raise self.fail_at(idx, f"the {kind}ed register is not a plain register")
+            slot = self.slot_loc(mem, width_bits // 8, idx)
+            rloc = self.value_loc(reg.v, v, "", "register", idx, home)
+            what = {"spill": "spill store", "reload": "reload", "save": "save before a call",
+                    "restore": "restore after a call"}[kind]
+            if store:
+                return Copy(idx, rloc, slot, v, what)
+            return Copy(idx, slot, rloc, v, what)
+        if kind == "move":
+            if (len(ops) != 2 or not opc.startswith("mov.") or any(
+                    type(op) is not Reg or op.comp for op in ops)
+                    or (width_bits == 0) != (opc == "mov.pred")
+                    or (width_bits and _type_bits(opc[4:]) != width_bits)):
+                raise self.fail_at(idx, f"a move of {self.vname(v)} must be "
+                                        f"'mov.{f'b{width_bits}' if width_bits else 'pred'} "
+                                        f"dst, src'")
+            dst = self.value_loc(ops[0].v, v, "", "destination", idx, home)
+            src = self.value_loc(ops[1].v, v, "", "source", idx, home)
+            return Copy(idx, src, dst, v, "move")
+        if kind in ("pspill", "preload"):
+            if cls != "PRED":
+                raise self.fail_at(idx, f"{kind} of {self.vname(v)}, which is not a predicate")
+            if kind == "pspill":
+                ok = (opc in ("selp.u32", "selp.b32", "selp.s32") and len(ops) == 4
+                      and type(ops[0]) is Reg and not ops[0].comp and type(ops[3]) is Reg
+                      and _imm(ops[1]) == 1 and _imm(ops[2]) == 0)
+                form = "selp.u32 R, 1, 0, P"
+            else:
+                ok = (opc in ("setp.ne.u32", "setp.ne.b32", "setp.ne.s32") and len(ops) == 3
+                      and type(ops[0]) is Reg and not ops[0].comp and type(ops[1]) is Reg
+                      and not ops[1].comp and _imm(ops[2]) == 0)
+                form = "setp.ne.u32 P, R, 0"
+            if not ok:
+                raise self.fail_at(idx, f"a {kind} must read '{form}'")
+            if kind == "pspill":
+                home = self.value_loc(ops[0].v, v, "", "home register", idx, "GPR32")
+                pred = self.value_loc(ops[3].v, v, "", "predicate", idx)
+                return Copy(idx, pred, home, v, "predicate save")
+            pred = self.value_loc(ops[0].v, v, "", "predicate", idx)
+            home = self.value_loc(ops[1].v, v, "", "home register", idx, "GPR32")
+            return Copy(idx, home, pred, v, "predicate restore")
+        # remat
+        d = self.defs_of.get(v, [])
+        if len(d) != 1:
+            raise self.fail_at(idx, f"{self.vname(v)} has {len(d)} definitions in the original; "
+                                    f"only a value with one can be rematerialized")
+        o = d[0]
+        why = _impure(o)
+        if why:
+            raise self.fail_at(idx, f"{self.vname(v)} cannot be rematerialized: its definition "
+                                    f"(original line {o.line}) {why}")
+        if (a.opcode != o.opcode or len(a.ops) != len(o.ops) or type(a.ops[0]) is not Reg
+                or a.ops[0].comp or any(not _same_text(x, y) for x, y in zip(o.ops[1:],
+                                                                              a.ops[1:]))):
+            raise self.fail_at(idx, f"a rematerialization of {self.vname(v)} must repeat its "
+                                    f"definition '{o.render(self.oregs.names.__getitem__)}' "
+                                    f"(original line {o.line}) with another destination")
+        dst = self.value_loc(a.ops[0].v, v, "", "destination", idx)
+        return Remat(idx, dst, v)
+
+    def _removed(self, o: Instruction, text: str, idx: int) -> Event:
+        body = text[len(REMOVED):].strip()
+        names = _match_rendering(o, body)
+        if names is None:
+            raise self.fail_at(idx, f"the removed instruction is not the original "
+                                    f"'{o.render(self.oregs.names.__getitem__)}'")
+        if o.is_copy and o.guard < 0:
+            d, s = o.ops[0].v, o.ops[1].v
+            (_, nd), (_, ns) = names[0], names[1]
+            if nd != ns:
+                raise self.fail_at(idx, f"a removed copy must have both ends in one register, "
+                                        f"not {nd} and {ns}")
+            p = self.places.decode(nd, "the copy", idx)
+            if type(p) is int:
+                loc = p
+            else:
+                cls = self.oclass[d]
+                if p.family != CLASS_FAMILY[cls] and not (p.family == "V"
+                                                          and self.oregs.vec[d] > 1):
+                    raise self.fail_at(idx, f"{nd} cannot hold {self.vname(d)}, a {cls} value")
+                loc = self.locs.register(p, nd)
+            return RemovedCopy(idx, loc, d, s)
+        why = _impure(o)
+        if why:
+            raise self.fail_at(idx, f"only a redundant copy or the definition of a "
+                                    f"rematerialized value may be removed; this one {why}")
+        return RemovedDef(idx, o.ops[0].v)
+
+
+
+#: Special registers whose value is fixed for the thread's lifetime (PTX ISA chapter 10): a
+#: ``mov`` of one can be recomputed anywhere. %clock, %warpid, %smid and the like are not.
+_FIXED_SPECIAL = re.compile(
+    r"%(?:tid|ntid|ctaid|nctaid|laneid|gridid|nsmid|lanemask_(?:eq|le|lt|ge|gt)|clusterid"
+    r"|nclusterid|cluster_ctaid|cluster_nctaid|cluster_ctarank|cluster_nctarank"
+    r"|is_explicit_cluster|total_smem_size|aggr_smem_size|dynamic_smem_size)(?:\.[xyzw])?$")
+
+
+def _pair(x, y, role: int, i: int, member: int, out: list, vecs: dict) -> bool:
+    """Whether allocated operand ``y`` has the structure and text of original ``x`` with
+    registers replaced; collects (original reg, allocated reg, role, operand, member)."""
+    tx = type(x)
+    if tx is not type(y):
+        return False
+    if tx is Reg:
+        if x.comp != y.comp:
+            return False
+        out.append((x, y, role, i, member))
+        return True
+    if tx is Imm or tx is Sym:
+        return x.text == y.text
+    if tx is Sink:
+        return True
+    if tx is Vec or tx is Args:
+        if len(x.items) != len(y.items):
+            return False
+        if tx is Vec:
+            vecs[id(x)] = y
+        for j, (a, b) in enumerate(zip(x.items, y.items)):
+            if not _pair(a, b, role, i, j, out, vecs):
+                return False
+        return True
+    if tx is Mem:
+        if x.offset != y.offset or x.suffix != y.suffix or len(x.rest) != len(y.rest):
+            return False
+        if (x.base is None) != (y.base is None):
+            return False
+        if x.base is not None and not _pair(x.base, y.base, USE, i, member, out, vecs):
+            return False
+        for a, b in zip(x.rest, y.rest):
+            if not _pair(a, b, USE, i, member, out, vecs):
+                return False
+        return True
+    if tx is Pair:
+        return (_pair(x.a, y.a, role, i, 0, out, vecs)
+                and _pair(x.b, y.b, role, i, 1, out, vecs))
+    if tx is Not or tx is Neg:
+        return _pair(x.reg, y.reg, role, i, member, out, vecs)
+    if tx is Sum:
+        return x.offset == y.offset and _pair(x.reg, y.reg, role, i, member, out, vecs)
+    return False
+
+
+def _same_text(x, y) -> bool:
+    """Equal operands that hold no register."""
+    if any(True for _ in x.regs()) or any(True for _ in y.regs()):
+        return False
+    return x.render(str) == y.render(str)
+
+
+def _imm(op) -> int | None:
+    if type(op) is not Imm:
+        return None
+    try:
+        return int(op.text, 0)
+    except ValueError:
+        return None
+
+
+_BITS = re.compile(r"(?:v([248])\.)?[bsuf](8|16|32|64|128)$")
+
+
+def _type_bits(t: str) -> int:
+    """Bits moved by a ``.b32`` / ``.v2.b32`` type suffix (0 if it is none)."""
+    m = _BITS.match(t)
+    if m is None:
+        return 0
+    return int(m.group(2)) * (int(m.group(1)) if m.group(1) else 1)
+
+
+def _impure(o: Instruction) -> str:
+    """Why the original instruction is not a side-effect free definition that reads no
+    register ('' when it is one)."""
+    base = o.opcode.split(".", 1)[0]
+    if base not in ("mov", "cvta"):
+        return f"is a '{base}', not a mov or cvta"
+    if o.guard >= 0:
+        return "is guarded"
+    if len(o.ops) != 2 or type(o.ops[0]) is not Reg or o.ops[0].comp or len(o.defs) != 1:
+        return "does not define exactly one whole register"
+    if o.uses:
+        return "reads a register"
+    src = o.ops[1]
+    if type(src) is Imm:
+        return ""
+    if type(src) is Sym:
+        if not src.text.startswith("%") or _FIXED_SPECIAL.match(src.text):
+            return ""
+        return f"reads '{src.text}', which is not constant for the thread"
+    return "has a source that is neither an immediate nor a symbol"
+
+
+_PLACEHOLDER = "\x00"
+
+
+def _match_rendering(o: Instruction, text: str) -> list[tuple[int, str]] | None:
+    """The register names of ``text`` if it is the original instruction ``o`` with its
+    registers renamed: one (original value, name) per register reference, in render order."""
+    occ: list[int] = []
+
+    def name(v: int) -> str:
+        occ.append(v)
+        return _PLACEHOLDER
+    rendered = o.render(name)
+    pieces = rendered.split(_PLACEHOLDER)
+    pat = r"(%?[\w$]+)".join(r"\s*".join(re.escape(w) for w in re.split(r"\s+", piece))
+                             for piece in pieces)
+    m = re.fullmatch(r"\s*" + pat + r"\s*", text)
+    if m is None:
+        return None
+    groups = list(m.groups())
+    if o.guard >= 0:
+        # render() names the operands first and the guard last, but the guard comes first
+        # in the text
+        occ = occ[-1:] + occ[:-1]
+    return list(zip(occ, groups))
+
+
