@@ -200,3 +200,18 @@ def test_grade_refuses_a_bad_time_limit_in_one_line(capsys):
     assert main(["grade", str(path), "--time-limit", "soon"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--time-limit must be a positive number" in err
+
+
+@pytest.mark.parametrize("command", ["allocate", "grade"])
+def test_a_missing_solver_is_a_one_line_error_not_a_refusal(command, monkeypatch, capsys):
+    import ortools.sat.python as package
+
+    monkeypatch.delattr(package, "cp_model", raising=False)        # as if never installed
+    monkeypatch.setitem(__import__("sys").modules, "ortools.sat.python.cp_model", None)
+    path = REPO / "examples" / "saxpy_poly.ptx"
+    argv = [command, str(path), "--registers", "8"] + (
+        ["--allocator", "optimal", "-o", "-"] if command == "allocate" else [])
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and "pip install 'ptxalloc[optimal]'" in captured.err
+    assert "refused" not in captured.out

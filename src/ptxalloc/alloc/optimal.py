@@ -38,7 +38,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from ..errors import AllocationError
+from ..errors import UsageError
 from ..target.units import blocking_weight
 from ..util import bits
 from .api import Allocator, Coloring, Problem, register
@@ -198,15 +198,21 @@ def formulate(p: Problem) -> Formulation:
                        removed)
 
 
+def require_solver():
+    """OR-Tools' CP-SAT module; a one-line UsageError naming the extra when it is absent."""
+    try:
+        from ortools.sat.python import cp_model
+    except ImportError:
+        raise UsageError("the optimal allocator needs OR-Tools: pip install "
+                         "'ptxalloc[optimal]' (or: pip install ortools)") from None
+    return cp_model
+
+
 def solve_cpsat(f: Formulation, time_limit: float, hint: dict[int, int | None] | None = None,
                 workers: int = 1) -> Solution:
     """Solve ``f`` with OR-Tools CP-SAT within ``time_limit`` seconds; ``hint`` (node -> start
     or None for spilled) is the first incumbent."""
-    try:
-        from ortools.sat.python import cp_model
-    except ImportError:
-        raise AllocationError("the optimal allocator needs OR-Tools: pip install "
-                              "'ptxalloc[optimal]' (or: pip install ortools)") from None
+    cp_model = require_solver()
     t0 = time.perf_counter()
     model = cp_model.CpModel()
     x = [model.NewBoolVar("") for _ in f.var_node]
@@ -315,6 +321,7 @@ class OptimalSession(Session):
 
     def __init__(self, fn, budget: int, options) -> None:
         super().__init__(fn, budget, options)
+        require_solver()            # before any work: a missing solver is not a refusal
         limit = getattr(options, "time_limit", None)
         self.limit = DEFAULT_TIME_LIMIT if limit is None else float(limit)
         self.used = 0.0
