@@ -246,6 +246,10 @@ def solve_cpsat(f: Formulation, time_limit: float, hint: dict[int, int | None] |
     return Solution(start, status == cp_model.OPTIMAL, solver.BestObjectiveBound(), seconds)
 
 
+def _scaled_cost(f: Formulation, start: dict[int, int | None]) -> int:
+    return sum(c for n, c in zip(f.nodes, f.spill_cost) if start[n] is None)
+
+
 @dataclass
 class Outcome:
     """One round's optimum: the coloring, and what was proven about it."""
@@ -274,6 +278,8 @@ def solve(p: Problem, time_limit: float = DEFAULT_TIME_LIMIT) -> Outcome:
     else:
         left = time_limit - (time.perf_counter() - t0)
         sol = solve_cpsat(f, left, hint)
+        if not sol.optimal and _scaled_cost(f, hint) < _scaled_cost(f, sol.start):
+            sol.start = hint            # stopped before it found the hint again: keep it
     matrix = UnitMatrix.for_problem(p)
     spilled = []
     for n in f.nodes:
