@@ -20,9 +20,10 @@ The formulation, per round:
 Before solving, nodes whose weighted degree is below their number of placements are removed
 one after another (Briggs's *simplify*, exact here: such a node finds a free placement whatever
 its neighbours take, so it never spills in an optimum) and placed afterwards in reverse order;
-on the budgets where nothing need spill, nothing is left to solve. Linear scan's coloring of the
-same problem is the solver's first incumbent (a hint), so that a time limit always leaves an
-allocation at least as good as linear scan's.
+on the budgets where nothing need spill, nothing is left to solve. The cheaper of Briggs's and
+linear scan's colorings of the same (uncoalesced) problem is the solver's first incumbent (a
+hint), and is kept when the solver stops at the time limit with nothing cheaper: a time limit
+always leaves an allocation at least as good as both.
 
 Costs are floats; the solver gets them scaled to integers (a power of two chosen so the total
 stays exact within 2**53). The result carries ``optimal`` (the solver proved the minimum),
@@ -265,21 +266,22 @@ class Outcome:
 
 def solve(p: Problem, time_limit: float = DEFAULT_TIME_LIMIT) -> Outcome:
     """The minimum-spill-cost coloring of ``p`` (or the best found within ``time_limit``)."""
+    from .briggs import color as briggs_color
     from .linear import color as linear_color
 
     t0 = time.perf_counter()
     f = formulate(p)
-    heuristic = linear_color(p)
-    hint = {n: heuristic.start.get(n) for n in f.nodes}
+    hint = min(({n: c.start.get(n) for n in f.nodes} for c in (briggs_color(p), linear_color(p))),
+               key=lambda start: _scaled_cost(f, start))
     hint_cost = sum(p.cost[n] for n in f.nodes if hint[n] is None)
     if not f.nodes or hint_cost == 0:
-        # nothing left to solve, or linear scan spills nothing: zero is the minimum
+        # nothing left to solve, or a heuristic spills nothing: zero is the minimum
         sol = Solution(hint, True, 0.0, 0.0)
     else:
         left = time_limit - (time.perf_counter() - t0)
         sol = solve_cpsat(f, left, hint)
         if not sol.optimal and _scaled_cost(f, hint) < _scaled_cost(f, sol.start):
-            sol.start = hint            # stopped before it found the hint again: keep it
+            sol.start = hint            # stopped with nothing cheaper than the hint: keep it
     matrix = UnitMatrix.for_problem(p)
     spilled = []
     for n in f.nodes:
