@@ -83,6 +83,10 @@ def summarize(rows: list[dict], budgets: list[int]) -> list[str]:
     return out
 
 
+def _out_of_time(args, t0: float) -> bool:
+    return args.max_seconds is not None and time.perf_counter() - t0 > args.max_seconds
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--budgets", default="15,24,32")
@@ -92,7 +96,7 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--json", metavar="OUT.json")
     ap.add_argument("--max-seconds", type=float, default=None,
-                    help="start no new file after this many seconds (the summary says so)")
+                    help="start no new function after this many seconds (the summary says so)")
     args = ap.parse_args()
     root = corpus_root()
     budgets = [int(b) for b in args.budgets.split(",")]
@@ -102,9 +106,7 @@ def main() -> int:
     t0 = time.perf_counter()
     done = 0
     for entry in files:
-        if args.max_seconds is not None and time.perf_counter() - t0 > args.max_seconds:
-            print(f"stopped after {done} of {len(files)} files: --max-seconds "
-                  f"{args.max_seconds:g}")
+        if _out_of_time(args, t0):
             break
         done += 1
         try:
@@ -114,6 +116,8 @@ def main() -> int:
         small = [fn.name for fn in module.functions
                  if len(CFG(fn).instrs) <= args.max_instructions]
         for name in small:
+            if _out_of_time(args, t0):
+                break
             for k in budgets:
                 for row in grade_module(module, k, function=name, time_limit=args.time_limit):
                     row.update(file=entry["path"], k=k)
@@ -125,6 +129,8 @@ def main() -> int:
                         + " ".join(f"{a}={_gap(g.get('gap')):.1f}%"
                                    for a, g in row["allocators"].items())),
                         file=sys.stderr, flush=True)
+    if _out_of_time(args, t0):
+        print(f"stopped by --max-seconds {args.max_seconds:g} in file {done} of {len(files)}")
     print(f"{done} files, {len({(r['file'], r['name']) for r in rows})} functions of at "
           f"most {args.max_instructions} instructions, budgets {budgets}, time limit "
           f"{args.time_limit:g} s, {time.perf_counter() - t0:.0f} s in all")
