@@ -1,4 +1,4 @@
-"""The ``ptxalloc`` command: ``parse``, ``analyze``, ``allocate`` and ``verify``.
+"""The ``ptxalloc`` command: ``parse``, ``analyze``, ``allocate``, ``grade`` and ``verify``.
 
 Errors the user can cause print one line (``file:line:col: what``) and exit with status 2
 (1 when ``verify`` refutes an allocation); a traceback on bad input is a bug. Set
@@ -204,7 +204,8 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     try:
         result = allocate_module(module, budget, args.allocator, args.arch, args.function,
                                  verify=not args.no_verify,
-                                 options=Options(allocator=args.allocator, knobs=knobs),
+                                 options=Options(allocator=args.allocator, knobs=knobs,
+                                                 time_limit=_time_limit(args.time_limit)),
                                  maxrregcount=_maxrregcount(args.maxrregcount),
                                  override_directive_values=args.override_directive_values)
     except VerificationError as e:
@@ -226,6 +227,37 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
                                       spill_lines(fr.extra["spills"])):
                 print(line, file=info)
     return 0
+
+
+def _cmd_grade(args: argparse.Namespace) -> int:
+    """``grade FILE``: every allocator's first-round spill cost against the optimum."""
+    from .files import STDIO, check_paths, write_output
+    from .grade import format_text, grade_module
+
+    budget = _budget(args.registers)
+    check_paths([args.file], {"--json": args.json})
+    module = _load(args)
+    _select(module, args.function)
+    rows = grade_module(module, budget, args.arch, args.function, _time_limit(args.time_limit),
+                        maxrregcount=_maxrregcount(args.maxrregcount),
+                        override_directive_values=args.override_directive_values)
+    if args.json:
+        write_output(args.json, json.dumps({"functions": rows}, indent=2) + "\n")
+    if args.json != STDIO:
+        print(format_text(rows, module.filename))
+    return 0
+
+
+def _time_limit(text: str) -> float:
+    from .errors import UsageError
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise UsageError(f"--time-limit must be a positive number of seconds, not '{text}'")
+    return seconds
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
@@ -251,6 +283,12 @@ def _add_ptxas_flags(p: argparse.ArgumentParser) -> None:
                    ".maxntid or .reqntid")
     p.add_argument("--override-directive-values", action="store_true",
                    help="as ptxas: -maxrregcount overrides the directives")
+
+
+def _time_limit_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--time-limit", metavar="SECONDS", default="10",
+                   help="the optimal allocator's time per function (default 10); when it "
+                   "runs out, the best allocation found and its proven lower bound")
 
 
 def _strict_option(p: argparse.ArgumentParser) -> None:
@@ -314,8 +352,22 @@ def build_parser() -> argparse.ArgumentParser:
                    "standard output, when -o names a file)")
     p.add_argument("--no-verify", action="store_true",
                    help="skip the independent checker")
+    _time_limit_option(p)
     _strict_option(p)
     p.set_defaults(run=_cmd_allocate)
+
+    p = sub.add_parser("grade", help="every allocator's spill cost and registers against the "
+                       "optimum (--allocator optimal), per function", epilog=EXIT_CODES)
+    p.add_argument("file")
+    p.add_argument("--registers", metavar="K", help="register budget for every function, "
+                   "1..255 or 'seed' (default: the limit ptxas uses)")
+    _add_ptxas_flags(p)
+    p.add_argument("--function", metavar="NAME", help="only this function")
+    p.add_argument("--json", metavar="REPORT.json", help="write the grade as JSON ('-': "
+                   "standard output, instead of the table)")
+    _time_limit_option(p)
+    _strict_option(p)
+    p.set_defaults(run=_cmd_grade)
 
     p = sub.add_parser("verify", help="prove an allocated PTX file against its original "
                        "(exit 0 proven, 1 refuted, 2 unusable input)", epilog=EXIT_CODES)

@@ -18,6 +18,7 @@ long as asked.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
 
@@ -34,7 +35,9 @@ from ptxalloc.ir.registers import RegClass
 from ptxalloc.pipeline import allocate
 from ptxalloc.ptx import parse
 
-ALLOCATORS = tuple(api.names())           # every registered allocator: briggs, fatpoint, ...
+# every registered allocator: briggs, fatpoint, ...; the optimal one where its solver is installed
+ALLOCATORS = tuple(a for a in api.names()
+                   if a != "optimal" or importlib.util.find_spec("ortools") is not None)
 SMALL_BUDGETS = range(2, 9)
 ARCH = "sm_80"
 

@@ -337,7 +337,7 @@ class Allocator(Protocol):
 
 
 #: the modules of the built-in allocators; each registers its allocator when imported
-BUILTIN = ("briggs", "fatpoint", "linear")
+BUILTIN = ("briggs", "fatpoint", "linear", "optimal")
 
 _REGISTRY: dict[str, Allocator] = {}
 _loaded = False

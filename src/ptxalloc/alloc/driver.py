@@ -80,6 +80,7 @@ class Options:
     coalesce_factor: float = COALESCE_FACTOR
     compact: bool = True
     knobs: dict[str, float] = field(default_factory=dict)
+    time_limit: float | None = None     # the optimal allocator's seconds per function
 
 
 @dataclass

@@ -1,0 +1,156 @@
+"""Every allocator graded against the optimum (issue 18; the cost model of seed 000 "Spill Cost",
+the exact allocator of :mod:`ptxalloc.alloc.optimal`).
+
+For each function, each registered allocator runs through the ordinary pipeline (driver rounds,
+spill rewrite, output, checker). What is compared is the *first round*: every allocator starts
+from the same :class:`~ptxalloc.alloc.api.Problem` (the function as written, legalized and bound
+to the convention), and the cost model's weighted total of the registers it leaves to spill
+there is its *spill cost*. Coalescing merges nodes but never makes spilling cheaper (a merged
+node spills all its members at the sum of their costs), so the optimum of the uncoalesced
+problem bounds every allocator's spill cost from below; the gap is
+``(cost - optimum) / optimum`` in percent (against the proven lower bound when the time limit
+stopped the solver: then the true gap is at most that). The final spill bytes (stores and
+loads over all rounds) and the registers used are reported beside it.
+
+The first round's numbers are taken by wrapping each allocator's session for the duration of
+one run (:class:`_Recording`), so the driver needs no hook of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from typing import Iterator
+
+from .alloc import api
+from .alloc.driver import Options
+from .alloc.optimal import gap_percent
+from .alloc.session import Session
+from .errors import AllocationError
+from .pipeline import allocate_module
+
+
+class _RecordingSession(Session):
+    """Forwards everything to the real session; keeps the first round's spill cost."""
+
+    def __init__(self, inner: Session, fn, budget: int, options) -> None:
+        super().__init__(fn, budget, options)
+        self.inner = inner
+        self.first_cost: float | None = None
+
+    def color(self, problem, options):
+        coloring = self.inner.color(problem, options)
+        if self.first_cost is None:
+            self.first_cost = sum(problem.cost[n] for n in coloring.spilled)
+        return coloring
+
+    def slots(self, cfg, frame: int) -> int:
+        return self.inner.slots(cfg, frame)
+
+    def finish(self, result) -> None:
+        self.inner.finish(result)
+        result.extra["first_round_spill_cost"] = self.first_cost
+
+
+class _Recording:
+    """An allocator under its own name whose sessions record the first round."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.description = inner.description
+        self.coalesces = inner.coalesces
+
+    def color(self, problem, options):
+        return self.inner.color(problem, options)
+
+    def open(self, fn, budget: int, options) -> Session:
+        return _RecordingSession(self.inner.open(fn, budget, options), fn, budget, options)
+
+
+@contextmanager
+def _recording(name: str) -> Iterator[None]:
+    real = api.get(name)
+    api.register(_Recording(real))
+    try:
+        yield
+    finally:
+        api.register(real)
+
+
+def _run(module, fn_name: str, allocator: str, registers, arch, time_limit: float,
+         limits: dict) -> dict:
+    """One allocator on one function: its row, or the reason it was refused."""
+    options = Options(allocator=allocator, time_limit=time_limit)
+    with _recording(allocator):
+        try:
+            res = allocate_module(module, registers, allocator, arch, fn_name, verify=True,
+                                  options=options, **limits)
+        except AllocationError as e:
+            return {"refused": str(e)}
+    fr = res.functions[0]
+    cost = fr.extra.get("first_round_spill_cost")
+    row = {"spill_cost": None if cost is None or math.isinf(cost) else cost,   # None: inf
+           "spill_bytes": fr.spill_stores_bytes + fr.spill_loads_bytes,
+           "registers": fr.registers, "rounds": fr.rounds, "verified": fr.verified,
+           "seconds": round(sum(fr.seconds.values()), 4)}
+    for key in ("optimal", "lower_bound", "solver_seconds"):   # the optimal allocator's
+        if key in fr.extra:
+            row[key] = fr.extra[key]
+    return row
+
+
+def grade_module(module, registers=None, arch: str | None = None, function: str | None = None,
+                 time_limit: float = 10.0, allocators: list[str] | None = None,
+                 maxrregcount: int | None = None,
+                 override_directive_values: bool = False) -> list[dict]:
+    """Per function: the optimum (or its bound) and every other allocator's figures and gap
+    (``registers``, ``arch`` and the last two as for :func:`~ptxalloc.pipeline.allocate_module`)."""
+    limits = {"maxrregcount": maxrregcount,
+              "override_directive_values": override_directive_values}
+    heuristics = [a for a in (allocators or api.names()) if a != "optimal"]
+    rows = []
+    for fn in module.functions:
+        if function is not None and fn.name != function:
+            continue
+        best = _run(module, fn.name, "optimal", registers, arch, time_limit, limits)
+        row = {"name": fn.name, "optimal": best, "allocators": {}}
+        for name in heuristics:
+            got = _run(module, fn.name, name, registers, arch, time_limit, limits)
+            if "refused" not in got and "refused" not in best:
+                cost = math.inf if got["spill_cost"] is None else got["spill_cost"]
+                got["gap"] = gap_percent(cost, best["lower_bound"])
+                got["gap_exact"] = bool(best["optimal"])
+            row["allocators"][name] = got
+        rows.append(row)
+    return rows
+
+
+def _pct(g) -> str:
+    return "inf" if g is None else f"{g:.1f}%"
+
+
+def format_text(rows: list[dict], filename: str) -> str:
+    """The grade as a table: one line per function and allocator."""
+    out = [f"{filename}: spill cost of the first round against the optimum "
+           "(gap in percent of it; '<=' where only a bound was proven)"]
+    for row in rows:
+        best = row["optimal"]
+        if "refused" in best:
+            out.append(f"{row['name']}: refused: {best['refused']}")
+            continue
+        what = ("optimum" if best["optimal"] else
+                f"best found (time limit), lower bound {best['lower_bound']:g}")
+        out.append(f"{row['name']}: {what} {best['spill_cost']:g}, "
+                   f"{best['spill_bytes']} spill bytes, {best['registers']} registers, "
+                   f"solver {best.get('solver_seconds', 0):.2f} s")
+        for name, got in row["allocators"].items():
+            if "refused" in got:
+                out.append(f"  {name:<9} refused: {got['refused']}")
+                continue
+            bound = "" if got["gap_exact"] else "<="
+            cost = "inf" if got["spill_cost"] is None else f"{got['spill_cost']:g}"
+            out.append(f"  {name:<9} spill cost {cost} "
+                       f"(gap {bound}{_pct(got['gap'])}), {got['spill_bytes']} spill bytes, "
+                       f"{got['registers']} registers")
+    return "\n".join(out)
