@@ -44,6 +44,7 @@ from ..target.sm import SMProfile
 from ..target.units import GPR, PRED, RegFile, vreg_shape
 from ..util import bits, gc_paused
 from . import api, convention, output
+from . import knobs as knob_table
 from .api import Coloring, Problem
 from .asynchrony import bind_async_waits
 from .coalesce import COALESCE_FACTOR, coalesce
@@ -249,6 +250,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         state.no_spill |= in_flight
         t = tick("legalize", t)
         first_max_live = None
+        switches = knob_table.resolve(options.knobs)
         # temporaries precolored to a placement after getting stuck (:func:`_relieve`)
         relief_precolored: dict[int, int] = {}
         while True:
@@ -256,7 +258,8 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
             if result.rounds > MAX_ROUNDS:
                 raise AllocationError(f"function '{fn.name}': allocation did not converge in "
                                       f"{MAX_ROUNDS} rounds at budget {budget}")
-            remat = {v: d for v, d in remat_candidates(work, work.instructions()).items()
+            remat = {v: d for v, d in remat_candidates(work, work.instructions(),
+                                                       switches["RematParamLoads"]).items()
                      if v not in pinned and v not in info.precolored}
             analysis = analyze_function(work, sm, {v: COMPUTE_COST for v in remat},
                                         state.no_spill | pinned)
