@@ -29,6 +29,9 @@ HDR = (".version 7.0\n.target sm_80\n.address_size 64\n\n"
 #: the kernels below load their values from parameters, which are rematerialized by default
 #: (spill/remat.py); the tests of spill code switch that off so that the values are spilled
 RELOAD_PARAMS = {"RematParamLoads": 0}
+#: ... and the clean-ups after allocation (spill/lazy.py) off too, for the tests of the rewrite's
+#: own stores and reloads
+PLAIN_SPILL = {**RELOAD_PARAMS, "SpillReloadFromRegister": 0, "SpillDeadStores": 0}
 
 #: six parameters and a constant; ten values live at once (MaxLive 10)
 SPILL = HDR + """.visible .entry spill6(.param .u32 p0, .param .u32 p1, .param .u32 p2,
@@ -285,7 +288,8 @@ def test_predicates_beyond_p6_spill_through_selp_and_setp(name, k):
 # -- guarded definitions --------------------------------------------------------------------
 
 def test_guarded_definition_of_spilled_value_reloads_first():
-    res = allocate((DATA / "hand" / "guarded_def.ptx").read_text(), registers=3)
+    res = allocate((DATA / "hand" / "guarded_def.ptx").read_text(), registers=3,
+                   knobs=PLAIN_SPILL)
     lines = lines_of(res.functions[0].text)
     seen = 0
     for i, ln in enumerate(lines):
@@ -307,7 +311,7 @@ def test_guarded_definition_of_spilled_value_reloads_first():
 # -- spill slots -------------------------------------------------------------------------
 
 def test_slots_of_values_that_never_overlap_are_shared():
-    res = allocate(SPILL, registers=3, knobs=RELOAD_PARAMS)
+    res = allocate(SPILL, registers=3, knobs=PLAIN_SPILL)
     fr = res.functions[0]
     by_offset = defaultdict(set)
     sizes = {}
@@ -418,3 +422,60 @@ def test_without_lazy_reload_the_second_reload_stays(monkeypatch):
     monkeypatch.setattr(driver, "remove_redundant_spill_code", lambda *a, **k: set())
     res = allocate(LAZY, registers=4, verify=False, knobs=RELOAD_PARAMS)
     assert res.functions[0].text.count("//@reload %r1#") == 2
+
+
+# -- after allocation: reloads from a register, dead stores (issue 13) ----------------------
+
+GUARDED = (DATA / "hand" / "guarded_def.ptx")
+
+
+def _guarded(**knobs):
+    return allocate(GUARDED.read_text(), registers=3, knobs={**RELOAD_PARAMS, **knobs})
+
+
+def test_reload_of_a_value_still_in_a_register_becomes_a_move():
+    """At K = 3 %r1 is spilled while the register it was loaded into still holds it: its
+    reloads become register copies (``//@move``), proven by the checker."""
+    res = _guarded()
+    fr = res.functions[0]
+    moves = re.findall(r"mov\.b32\s+%R\d+, %R\d+;\s*//@move (%r\d+)#", fr.text)
+    assert moves.count("%r1") >= 2, fr.text
+    assert not re.search(r"//@reload %r1#", fr.text.split("@!%P0", 1)[0]), fr.text
+    off = _guarded(SpillReloadFromRegister=0).functions[0]
+    assert "//@move" not in off.text
+    assert fr.spill_loads_bytes < off.spill_loads_bytes
+    assemble(res)
+    assert_verified(res)
+
+
+def test_stores_that_no_reload_reads_are_removed():
+    """%r4's only reload became a copy from the register its guarded definition wrote: its
+    spill store is then read by nothing and is removed."""
+    res = _guarded()
+    fr = res.functions[0]
+    assert "//@spill %r4#" not in fr.text and "//@reload %r4#" in fr.text   # reload-first stays
+    kept = _guarded(SpillDeadStores=0).functions[0]
+    assert "//@spill %r4#" in kept.text
+    assert fr.spill_stores_bytes < kept.spill_stores_bytes
+    assemble(res)
+    assert_verified(res)
+
+
+def test_the_checker_refutes_a_wrong_move_or_a_needed_store_removed():
+    """The clean-ups use the checker's existing rules (copies, slots): a copy from a register
+    that does not hold the value, or a removed store that a reload needs, is refuted."""
+    from ptxalloc.errors import VerificationError
+    from ptxalloc.verify import parse_allocated, verify_modules
+    res = _guarded()
+    text = res.ptx
+    original = parse(GUARDED.read_text(), "guarded_def.ptx")
+    verify_modules(original, parse_allocated(text, "a.ptx"))
+    m = re.search(r"mov\.b32\s+(%R\d+), (%R\d+);\s*//@move %r1#", text)
+    wrong = "%R1" if m.group(2) != "%R1" else "%R0"
+    bad = text.replace(m.group(0), m.group(0).replace(f", {m.group(2)};", f", {wrong};"), 1)
+    with pytest.raises(VerificationError, match=r"should hold %r1#1|holds"):
+        verify_modules(original, parse_allocated(bad, "a.ptx"))
+    store = re.search(r"\tst\.local\.b64\s+\[__ptxalloc_spill\+\d+\], %RD0;\s*//@spill %rd2#2\n",
+                      text)
+    with pytest.raises(VerificationError, match=r"reload of %rd2#2|%rd2#2"):
+        verify_modules(original, parse_allocated(text.replace(store.group(0), ""), "a.ptx"))

@@ -35,7 +35,7 @@ from ..ir import isa
 from ..ir.build import width_bytes
 from ..ir.cfg import CFG
 from ..ir.module import Function
-from ..spill.lazy import remove_redundant_spill_code
+from ..spill.lazy import dead_spill_stores, reload_moves, remove_redundant_spill_code
 from ..spill.remat import COMPUTE_COST, remat_candidates
 from ..spill.rewrite import SpillState, rewrite_spills
 from ..spill.slots import LOAD_KINDS, STORE_KINDS, assign_slots
@@ -385,9 +385,16 @@ def _finish(original: Function, work: Function, problem: Problem, coloring: Colo
         for ins in cfg.instrs:
             if convention.is_call(ins):
                 clobbers[id(ins)] = caller
-    redundant = remove_redundant_spill_code(cfg, mask_of, clobbers)
-    if redundant:
-        work.body = [s for s in work.body if id(s) not in redundant]
+    switches = knob_table.resolve(options.knobs)
+    moves: dict[int, int] | None = {} if switches["SpillReloadFromRegister"] else None
+    redundant = remove_redundant_spill_code(cfg, mask_of, clobbers, moves)
+    copies = reload_moves(regs, cfg, moves, mask_of)
+    if redundant or copies:
+        work.body = [copies.get(id(s), s) for s in work.body if id(s) not in redundant]
+        cfg = CFG(work)
+    dead = dead_spill_stores(cfg) if switches["SpillDeadStores"] else ()
+    if dead:
+        work.body = [s for s in work.body if id(s) not in dead]
         cfg = CFG(work)
     frame = session.slots(cfg, assign_slots(cfg, state.slot_size, state.array))
     stem = output.choose_stem(original)

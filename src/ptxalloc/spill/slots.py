@@ -21,7 +21,7 @@ STORE_KINDS = frozenset(("spill", "save", "csave"))
 LOAD_KINDS = frozenset(("reload", "restore", "crestore"))
 
 
-def _slot_liveness(cfg: CFG, key_index: dict[int, int]):
+def slot_liveness(cfg: CFG, key_index: dict[int, int]):
     """Per block live-out bitsets over slot indices (reload = use, store = definition)."""
     blocks = cfg.blocks
     gen = [0] * len(blocks)
@@ -71,7 +71,7 @@ def assign_slots(cfg: CFG, sizes: dict[int, int], array: str) -> int:
     if not keys:
         return 0
     key_index = {k: i for i, k in enumerate(keys)}
-    events, live_out = _slot_liveness(cfg, key_index)
+    events, live_out = slot_liveness(cfg, key_index)
     n = len(keys)
     adj = [0] * n
     for b, ev in zip(cfg.blocks, events):
