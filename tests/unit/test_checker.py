@@ -422,6 +422,56 @@ def test_rematerialization_needs_a_pure_unique_definition():
         r"%r1#1 has 2 definitions in the original; only a value with one can be rematerialized")
 
 
+ORIG_PARAM = kernel("""\t.reg .b32 %r<4>;
+\t.reg .b64 %rd<2>;
+\tld.param.u64 %rd1, [k_p];
+\tld.param.u32 %r1, [k_n+4];
+\tmov.u32 %r2, %tid.x;
+\tadd.s32 %r3, %r1, %r2;
+\tst.global.u32 [%rd1], %r3;
+\tret;""", params=".param .u64 k_p, .param .align 4 .b8 k_n[8]")
+
+
+def param_remat(first: str, second: str = "\tld.param.u32\t%R1, [k_n+4];\t//@remat %r1#1",
+                params: str = ".param .u64 k_p, .param .align 4 .b8 k_n[8]") -> str:
+    return kernel(f"""\t.reg .b32 %R<2>;
+\t.reg .b64 %RD<8>;
+\tld.param.u64 %RD6, [k_p];
+{first}
+\tmov.u32 %R0, %tid.x;
+{second}
+\tadd.s32 %R0, %R1, %R0;
+\tst.global.u32 [%RD6], %R0;
+\tret;""", K8, params)
+
+
+def test_rematerialized_kernel_parameter_loads():
+    """A kernel's parameters are read-only: a load of one may be repeated; a load through a
+    register, or of another offset, may not."""
+    (proof,) = prove(ORIG_PARAM, param_remat("\t//@removed ld.param.u32\t%R1, [k_n+4];"))
+    assert proof.removed == 1 and proof.inserted["remat"] == 1
+    refute(ORIG_PARAM, param_remat("\t//@removed ld.param.u32\t%R1, [k_n+4];",
+                                   "\tld.param.u32\t%R1, [k_n];\t//@remat %r1#1"),
+           r"a rematerialization of %r1#1 must repeat its definition "
+           r"'ld.param.u32\t%r1, \[k_n\+4\];'")
+    through = ORIG_PARAM.replace("ld.param.u32 %r1, [k_n+4];",
+                                 "mov.u64 %rd1, k_n;\n\tld.param.u32 %r1, [%rd1+4];")
+    refute(through, param_remat("\tmov.u64\t%RD6, k_n;\n\t//@removed ld.param.u32\t%R1, "
+                                "[%RD6+4];\n\tld.param.u64 %RD6, [k_p];",
+                                "\tld.param.u32\t%R1, [%RD6+4];\t//@remat %r1#1"),
+           r"loads from something that is not a parameter of this kernel")
+
+
+def test_func_parameter_loads_are_not_rematerialized():
+    """A ``.func`` may store to its own parameters: a load of one is not a constant."""
+    orig = ORIG_PARAM.replace(".visible .entry k(", ".func k(")
+    alloc = param_remat("\t//@removed ld.param.u32\t%R3, [k_n+4];",
+                        "\tld.param.u32\t%R3, [k_n+4];\t//@remat %r1#1").replace(
+        ".visible .entry k(", ".func k(").replace("budget=8 ", "budget=8 abi=1 ").replace(
+        "%RD6", "%RD0").replace("%R0", "%R2").replace("%R1", "%R3").replace("%R<2>", "%R<4>")
+    refute(orig, alloc, r"loads from something that is not a parameter of this kernel")
+
+
 def test_removed_copies():
     orig = kernel("""\t.reg .b32 %r<4>;
 \t.reg .b64 %rd<2>;

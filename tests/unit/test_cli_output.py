@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -351,14 +352,17 @@ def test_two_outputs_naming_one_file_are_refused(tmp_path, capsys):
 
 
 def _break_the_emitter(monkeypatch) -> None:
-    """An emitter bug: one use of %R1 comes out as %R0 (the checker must refute it)."""
+    """An emitter bug: the value stored at the end comes out of another register (the checker
+    must refute it)."""
     import ptxalloc.pipeline as pipeline
     real = pipeline.emit_function
 
     def wrong(fn, name):
         text = real(fn, name)
-        assert "%R1;" in text
-        return text.replace("%R1;", "%R0;", 1)
+        m = re.search(r"(st\.global\.u32\s+\[[^\]]+\], )%R(\d+);", text)
+        assert m
+        other = "%R1" if m.group(2) != "1" else "%R0"
+        return text.replace(m.group(0), m.group(1) + other + ";", 1)
     monkeypatch.setattr(pipeline, "emit_function", wrong)
 
 

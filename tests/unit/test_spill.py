@@ -27,6 +27,13 @@ from ptxalloc.spill.slots import MAX_FRAME, assign_slots
 HDR = (".version 7.0\n.target sm_80\n.address_size 64\n\n"
        ".global .align 4 .u32 gout[16];\n\n")
 
+#: the kernels below load their values from parameters, which are rematerialized by default
+#: (spill/remat.py); the tests of spill code switch that off so that the values are spilled
+RELOAD_PARAMS = {"RematParamLoads": 0}
+#: ... and the clean-ups after allocation (spill/lazy.py) off too, for the tests of the rewrite's
+#: own stores and reloads
+PLAIN_SPILL = {**RELOAD_PARAMS, "SpillReloadFromRegister": 0, "SpillDeadStores": 0}
+
 #: six parameters and a constant; ten values live at once (MaxLive 10)
 SPILL = HDR + """.visible .entry spill6(.param .u32 p0, .param .u32 p1, .param .u32 p2,
 	.param .u32 p3, .param .u32 p4, .param .u32 p5)
@@ -109,7 +116,7 @@ def assemble(res, arch: str = "sm_80"):
 
 @pytest.mark.parametrize("k", [2, 3, 4])
 def test_more_live_values_than_k_spill(k):
-    res = allocate(SPILL, registers=k)
+    res = allocate(SPILL, registers=k, knobs=RELOAD_PARAMS)
     fr = res.functions[0]
     assert fr.max_live == 10
     assert fr.registers <= k
@@ -135,7 +142,7 @@ def test_budget_one_is_refused_naming_the_instruction():
 
 
 def test_stores_follow_definitions_and_reloads_precede_uses():
-    res = allocate(SPILL, registers=3, verify=False)
+    res = allocate(SPILL, registers=3, verify=False, knobs=RELOAD_PARAMS)
     lines = lines_of(res.functions[0].text)
     stores = reloads = 0
     for i, ln in enumerate(lines):
@@ -178,13 +185,48 @@ def test_constant_is_rematerialized_not_reloaded():
     assert_verified(res)
 
 
+def test_kernel_parameter_loads_are_rematerialized_not_spilled():
+    """A kernel's parameters are read-only: under pressure their loads are repeated at each
+    use instead of spilled and reloaded (RematParamLoads, on by default)."""
+    res = allocate(SPILL, registers=3)
+    fr = res.functions[0]
+    text = fr.text
+    for p in ("p0", "p1", "p2", "p3", "p4", "p5"):
+        assert re.search(rf"ld\.param\.u32\s+%R\d+, \[{p}\];\s*//@remat %r\d#", text), (p, text)
+        assert re.search(rf"//@removed ld\.param\.u32\s+%R\d+, \[{p}\];", text), (p, text)
+    off = allocate(SPILL, registers=3, knobs=RELOAD_PARAMS).functions[0]
+    assert "ld.param" not in "".join(ln for ln in off.text.splitlines() if "//@remat" in ln)
+    spilled = fr.spill_stores_bytes + fr.spill_loads_bytes
+    assert spilled < off.spill_stores_bytes + off.spill_loads_bytes
+    assert fr.rematerialized > off.rematerialized
+    assemble(res)
+    assert_verified(res)
+
+
+def test_func_parameter_loads_are_not_rematerialized():
+    """A ``.func`` may store to its own parameters: their loads are no constants."""
+    text = HDR + """.func f(.param .u32 a)
+{
+	.reg .b32 %r<3>;
+	ld.param.u32 %r1, [a];
+	add.u32 %r2, %r1, 1;
+	st.global.u32 [gout], %r2;
+	ret;
+}
+"""
+    fn = parse(text).functions[0]
+    assert remat_candidates(fn, fn.instructions()) == {}
+
+
 def test_remat_candidates():
     text = HDR + """.shared .align 4 .u32 sh[4];
-.visible .entry rc()
+.visible .entry rc(.param .u32 q, .param .align 4 .b8 qs[8])
 {
 	.reg .pred %p<2>;
 	.reg .b32 %r<12>;
 	.reg .b64 %rd<4>;
+	ld.param.u32 %r10, [q];
+	ld.param.u32 %r11, [qs+4];
 	mov.u32 %r1, 7;
 	mov.u32 %r2, %tid.x;
 	mov.u64 %rd1, gout;
@@ -202,6 +244,8 @@ def test_remat_candidates():
 	add.u32 %r9, %r9, %r6;
 	add.u32 %r9, %r9, %r7;
 	add.u32 %r9, %r9, %r8;
+	add.u32 %r9, %r9, %r10;
+	add.u32 %r9, %r9, %r11;
 	st.global.u32 [%rd1], %r9;
 	st.global.u32 [%rd2], %r9;
 	ret;
@@ -210,8 +254,11 @@ def test_remat_candidates():
     fn = parse(text).functions[0]
     cands = remat_candidates(fn, fn.instructions())
     names = {fn.regs.names[v] for v in cands}
-    # constants, fixed special registers, symbol addresses: yes
-    assert {"%r1", "%r2", "%rd1", "%rd2"} <= names
+    # constants, fixed special registers, symbol addresses, the kernel's parameters: yes
+    assert {"%r1", "%r2", "%rd1", "%rd2", "%r10", "%r11"} <= names
+    # switched off, the parameter loads are not
+    off = {fn.regs.names[v] for v in remat_candidates(fn, fn.instructions(), False)}
+    assert off == names - {"%r10", "%r11"}
     # reads a register, a plain copy, guarded, defined twice, %clock changes, a load: no
     assert not names & {"%r3", "%r4", "%r5", "%r6", "%r7", "%r8", "%r9"}
     assert worth_rematerializing(0) and worth_rematerializing(3)
@@ -242,7 +289,8 @@ def test_predicates_beyond_p6_spill_through_selp_and_setp(name, k):
 # -- guarded definitions --------------------------------------------------------------------
 
 def test_guarded_definition_of_spilled_value_reloads_first():
-    res = allocate((DATA / "hand" / "guarded_def.ptx").read_text(), registers=3)
+    res = allocate((DATA / "hand" / "guarded_def.ptx").read_text(), registers=3,
+                   knobs=PLAIN_SPILL)
     lines = lines_of(res.functions[0].text)
     seen = 0
     for i, ln in enumerate(lines):
@@ -264,7 +312,7 @@ def test_guarded_definition_of_spilled_value_reloads_first():
 # -- spill slots -------------------------------------------------------------------------
 
 def test_slots_of_values_that_never_overlap_are_shared():
-    res = allocate(SPILL, registers=3)
+    res = allocate(SPILL, registers=3, knobs=PLAIN_SPILL)
     fr = res.functions[0]
     by_offset = defaultdict(set)
     sizes = {}
@@ -349,14 +397,14 @@ def test_frame_over_the_limit_is_an_allocation_error(monkeypatch):
 def test_allocation_with_a_frame_over_the_limit_fails(monkeypatch):
     monkeypatch.setattr(slots_mod, "MAX_FRAME", 16)
     with pytest.raises(AllocationError) as e:
-        allocate(SPILL, registers=2, verify=False)
+        allocate(SPILL, registers=2, verify=False, knobs=RELOAD_PARAMS)
     assert "spill6" in str(e.value) and "spill frame" in str(e.value)
 
 
 # -- lazy reload ---------------------------------------------------------------------------
 
 def test_two_uses_in_a_row_reload_once():
-    res = allocate(LAZY, registers=4)
+    res = allocate(LAZY, registers=4, knobs=RELOAD_PARAMS)
     text = res.functions[0].text
     assert "//@spill %r1#" in text
     reloads = re.findall(r"ld\.local\.b32\s+(%R\d+), \[[^]]+\];\s*//@reload %r1#", text)
@@ -373,5 +421,62 @@ def test_without_lazy_reload_the_second_reload_stays(monkeypatch):
     not the rewrite, removes the second reload."""
     import ptxalloc.alloc.driver as driver
     monkeypatch.setattr(driver, "remove_redundant_spill_code", lambda *a, **k: set())
-    res = allocate(LAZY, registers=4, verify=False)
+    res = allocate(LAZY, registers=4, verify=False, knobs=RELOAD_PARAMS)
     assert res.functions[0].text.count("//@reload %r1#") == 2
+
+
+# -- after allocation: reloads from a register, dead stores (issue 13) ----------------------
+
+GUARDED = (DATA / "hand" / "guarded_def.ptx")
+
+
+def _guarded(**knobs):
+    return allocate(GUARDED.read_text(), registers=3, knobs={**RELOAD_PARAMS, **knobs})
+
+
+def test_reload_of_a_value_still_in_a_register_becomes_a_move():
+    """At K = 3 %r1 is spilled while the register it was loaded into still holds it: its
+    reloads become register copies (``//@move``), proven by the checker."""
+    res = _guarded()
+    fr = res.functions[0]
+    moves = re.findall(r"mov\.b32\s+%R\d+, %R\d+;\s*//@move (%r\d+)#", fr.text)
+    assert moves.count("%r1") >= 2, fr.text
+    assert not re.search(r"//@reload %r1#", fr.text.split("@!%P0", 1)[0]), fr.text
+    off = _guarded(SpillReloadFromRegister=0).functions[0]
+    assert "//@move" not in off.text
+    assert fr.spill_loads_bytes < off.spill_loads_bytes
+    assemble(res)
+    assert_verified(res)
+
+
+def test_stores_that_no_reload_reads_are_removed():
+    """%r4's only reload became a copy from the register its guarded definition wrote: its
+    spill store is then read by nothing and is removed."""
+    res = _guarded()
+    fr = res.functions[0]
+    assert "//@spill %r4#" not in fr.text and "//@reload %r4#" in fr.text   # reload-first stays
+    kept = _guarded(SpillDeadStores=0).functions[0]
+    assert "//@spill %r4#" in kept.text
+    assert fr.spill_stores_bytes < kept.spill_stores_bytes
+    assemble(res)
+    assert_verified(res)
+
+
+def test_the_checker_refutes_a_wrong_move_or_a_needed_store_removed():
+    """The clean-ups use the checker's existing rules (copies, slots): a copy from a register
+    that does not hold the value, or a removed store that a reload needs, is refuted."""
+    from ptxalloc.errors import VerificationError
+    from ptxalloc.verify import parse_allocated, verify_modules
+    res = _guarded()
+    text = res.ptx
+    original = parse(GUARDED.read_text(), "guarded_def.ptx")
+    verify_modules(original, parse_allocated(text, "a.ptx"))
+    m = re.search(r"mov\.b32\s+(%R\d+), (%R\d+);\s*//@move %r1#", text)
+    wrong = "%R1" if m.group(2) != "%R1" else "%R0"
+    bad = text.replace(m.group(0), m.group(0).replace(f", {m.group(2)};", f", {wrong};"), 1)
+    with pytest.raises(VerificationError, match=r"should hold %r1#1|holds"):
+        verify_modules(original, parse_allocated(bad, "a.ptx"))
+    store = re.search(r"\tst\.local\.b64\s+\[__ptxalloc_spill\+\d+\], %RD0;\s*//@spill %rd2#2\n",
+                      text)
+    with pytest.raises(VerificationError, match=r"reload of %rd2#2|%rd2#2"):
+        verify_modules(original, parse_allocated(text.replace(store.group(0), ""), "a.ptx"))

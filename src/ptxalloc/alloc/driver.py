@@ -49,7 +49,7 @@ from ..passes.asynchrony import bind_async_waits
 from ..passes.convention import bind_convention
 from ..passes.legalize import legalize_tuples
 from ..passes.serialize_wgmma import serialize_wgmma
-from ..spill.lazy import remove_redundant_spill_code
+from ..spill.lazy import dead_spill_stores, reload_moves, remove_redundant_spill_code
 from ..spill.remat import COMPUTE_COST, remat_candidates
 from ..spill.rewrite import SpillState, rewrite_spills
 from ..spill.saves import insert_call_saves, insert_callee_saves
@@ -59,6 +59,7 @@ from ..target.sm import SMProfile
 from ..target.units import GPR, PRED, RegFile, Shape, vreg_shape
 from ..util import gc_paused
 from . import api, convention, output
+from . import knobs as knob_table
 from .api import Allocator, Coloring, Problem
 from .coalesce import COALESCE_FACTOR, coalesce
 from .compact import compact, high_water
@@ -275,7 +276,8 @@ def _analyse(a: Allocation) -> dict:
     convention scales the costs) and its :class:`~api.Problem`; returns the rematerializable
     registers with their definitions. The first round also records both MaxLives."""
     work, pinned, info = a.work, a.pinned, a.info
-    remat = {v: d for v, d in remat_candidates(work, work.instructions()).items()
+    param_loads = knob_table.resolve(a.options.knobs)["RematParamLoads"]
+    remat = {v: d for v, d in remat_candidates(work, work.instructions(), param_loads).items()
              if v not in pinned and v not in info.precolored}
     a.analysis = analysis = analyze_function(work, a.sm, {v: COMPUTE_COST for v in remat},
                                              a.state.no_spill | pinned)
@@ -391,7 +393,9 @@ def _insert_saves(a: Allocation, start: dict[int, int], shapes: dict[int, Shape]
 def _drop_redundant_spill_code(a: Allocation, cfg: CFG, start: dict[int, int],
                                shapes: dict[int, Shape]) -> CFG:
     """Remove the stores and reloads that change nothing once registers are known
-    (:mod:`ptxalloc.spill.lazy`; a call destroys the caller-saved registers); the CFG after."""
+    (:mod:`ptxalloc.spill.lazy`; a call destroys the caller-saved registers), turn reloads of a
+    value another register still holds into copies (knob ``SpillReloadFromRegister``) and drop
+    stores no reload reads (``SpillDeadStores``); the CFG after."""
     mask_of: dict[int, int] = {}
     for v, s in start.items():
         m = shapes[v].mask(s)
@@ -402,11 +406,18 @@ def _drop_redundant_spill_code(a: Allocation, cfg: CFG, start: dict[int, int],
         for ins in cfg.instrs:
             if is_call(ins):
                 clobbers[id(ins)] = caller
-    redundant = remove_redundant_spill_code(cfg, mask_of, clobbers)
-    if not redundant:
-        return cfg
-    a.work.body = [s for s in a.work.body if id(s) not in redundant]
-    return CFG(a.work)
+    switches = knob_table.resolve(a.options.knobs)
+    moves: dict[int, int] | None = {} if switches["SpillReloadFromRegister"] else None
+    redundant = remove_redundant_spill_code(cfg, mask_of, clobbers, moves)
+    copies = reload_moves(a.work.regs, cfg, moves, mask_of)
+    if redundant or copies:
+        a.work.body = [copies.get(id(s), s) for s in a.work.body if id(s) not in redundant]
+        cfg = CFG(a.work)
+    dead = dead_spill_stores(cfg) if switches["SpillDeadStores"] else ()
+    if dead:
+        a.work.body = [s for s in a.work.body if id(s) not in dead]
+        cfg = CFG(a.work)
+    return cfg
 
 
 def _drop_copies_in_place(a: Allocation, cfg: CFG, names: list[str]) -> tuple[CFG, set[int]]:

@@ -14,7 +14,13 @@ RegTgtPressureThreshold                       -       160  budget model: pressur
 RegTgtCoeffA                                  -       0.2  budget fraction below the threshold
 RegTgtCoeffB                                  -       1.0  budget fraction at the top
 RegTgtCoeffC                                  -       0.3  linear occupancy model: y at minimum
+RematParamLoads                               -         1  rematerialize kernel parameter loads
+SpillReloadFromRegister                       -         1  a reload of a value still in a register: mov
+SpillDeadStores                               -         1  remove stores no reload reads
 ========================================  =====  ========  =====================================
+
+``RematParamLoads`` and the other switches of the passes around the allocator (issue 13) are
+ptxalloc's own, for every allocator: 1 on, 0 off.
 
 Two decisions (docs/decisions.md, "Fat-point allocator"):
 
@@ -59,6 +65,12 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("RegTgtCoeffB", None, 1.0, False, 0, "budget model: fraction at the top of the file"),
     Knob("RegTgtCoeffC", None, 0.3, False, 0,
          "budget model: the linear occupancy model's value at the lowest occupancy"),
+    Knob("RematParamLoads", None, 1, True, 0,
+         "1: a kernel's loads of its own parameters are rematerialized instead of spilled"),
+    Knob("SpillReloadFromRegister", None, 1, True, 0,
+         "1: a reload of a value another register still holds becomes a register copy"),
+    Knob("SpillDeadStores", None, 1, True, 0,
+         "1: spill stores that no reload reads are removed after allocation"),
 )}
 
 

@@ -9,20 +9,41 @@ register, ends it; at a join only what holds on every incoming path survives (me
 intersection). A reload of ``s`` into ``R`` where ``(R, s)`` is available, or a store of ``R``
 into ``s`` where it is, changes nothing and is removed. The checker proves the result like any
 other allocation.
+
+Two more clean-ups after allocation (seed 002 post-allocation peephole and DCE; issue 13), each
+switched by a knob (:mod:`ptxalloc.alloc.knobs`):
+
+* ``SpillReloadFromRegister``: a reload of ``s`` into ``R`` where another register ``R'`` of the
+  same width still holds ``s``'s bits (``(R', s)`` available) becomes ``mov R, R'``, annotated
+  ``//@move``: a register copy instead of a local-memory load (:func:`reload_moves`).
+* ``SpillDeadStores``: a store to a slot that no reload reads before the slot is written again
+  (the slot is dead after it, by the slot liveness of :mod:`slots`) is removed
+  (:func:`dead_spill_stores`): the store of a value whose every reload was dropped.
 """
 
 from __future__ import annotations
 
+from ..ir import build
 from ..ir.cfg import CFG
+from ..ir.edits import Edit, EditKind
 from ..ir.instruction import Instruction
+from ..ir.registers import RegTable
+from .slots import slot_liveness
+
+#: the reloads that may become register copies: of a value (not a callee-saved register)
+_VALUE_RELOADS = frozenset((EditKind.RELOAD, EditKind.RESTORE))
 
 
 def remove_redundant_spill_code(cfg: CFG, mask_of: dict[int, int],
-                                clobbers: dict[int, int] | None = None) -> set[int]:
+                                clobbers: dict[int, int] | None = None,
+                                moves: dict[int, int] | None = None) -> set[int]:
     """Ids (``id(instr)``) of the redundant spill stores and reloads of the function.
 
     ``mask_of[v]`` is the unit mask of register ``v``'s placement; ``clobbers`` maps
     ``id(instr)`` to extra units an instruction destroys (a call's caller-saved registers).
+    With ``moves`` (a dict to fill), each reload of a value whose slot's bits another register
+    of the same width, disjoint from the destination, still holds is entered as ``id(instr)
+    -> that register's unit mask`` (:func:`reload_moves` turns them into copies).
     """
     blocks = cfg.blocks
     clobbers = clobbers or {}
@@ -38,6 +59,12 @@ def remove_redundant_spill_code(cfg: CFG, mask_of: dict[int, int],
                 if redundant is not None:
                     redundant.add(id(ins))
                 return avail
+            if redundant is not None and moves is not None and o.kind in _VALUE_RELOADS:
+                width = r.bit_count()
+                for held, slot in avail:
+                    if slot == o.slot and not held & r and held.bit_count() == width:
+                        moves[id(ins)] = held
+                        break
             avail = {p for p in avail if not p[0] & r}
             avail.add(pair)
             return avail
@@ -87,3 +114,56 @@ def remove_redundant_spill_code(cfg: CFG, mask_of: dict[int, int],
         for ins in b.instrs:
             avail = transfer(ins, avail, redundant)
     return redundant
+
+
+def reload_moves(fn_regs: RegTable, cfg: CFG, moves: dict[int, int] | None,
+                 mask_of: dict[int, int]) -> dict[int, Instruction]:
+    """The ``mov R, R'`` replacing each reload of ``moves`` (from
+    :func:`remove_redundant_spill_code`): ``id(reload) -> copy``, annotated as a ``move`` of
+    the reloaded value. ``R'`` is named by any register placed on its units with the
+    destination's class."""
+    if not moves:
+        return {}
+    classes = fn_regs.classes
+    holder: dict[tuple, int] = {}
+    for v, m in mask_of.items():
+        holder.setdefault((m, classes[v], fn_regs.vec[v]), v)
+    out = {}
+    for ins in cfg.instrs:
+        held = moves.get(id(ins))
+        if held is None:
+            continue
+        d = ins.defs[0]
+        src = holder.get((held, classes[d], fn_regs.vec[d]))
+        if src is None:
+            continue
+        mv = build.copy(fn_regs, d, src, ins.line)
+        mv.origin = Edit(EditKind.MOVE, ins.origin.value)
+        out[id(ins)] = mv
+    return out
+
+
+def dead_spill_stores(cfg: CFG) -> set[int]:
+    """Ids of the spill stores whose slot no reload reads before it is written again."""
+    keys = {}
+    for ins in cfg.instrs:
+        o = ins.origin
+        if o is not None and o.slot is not None:
+            keys.setdefault(o.slot, len(keys))
+    if not keys:
+        return set()
+    events, live_out = slot_liveness(cfg, keys)
+    dead: set[int] = set()
+    for b, ev in zip(cfg.blocks, events):
+        live = live_out[b.id]
+        for ins, i, is_store in reversed(ev):
+            if i < 0:
+                continue
+            bit = 1 << i
+            if is_store:
+                if not live & bit:
+                    dead.add(id(ins))
+                live &= ~bit
+            else:
+                live |= bit
+    return dead

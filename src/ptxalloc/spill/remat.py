@@ -5,13 +5,20 @@ A spilled value is rematerialized when it has exactly one definition, unguarded,
 register and has no side effect — a constant (``mov.u32 %r1, 5``), a special register that
 stays fixed for the thread (``%tid``, ``%ntid``, ``%ctaid``, ``%nctaid``, ``%laneid``,
 ``%gridid``, ``%lanemask_*``), a symbol's address (``mov.u64 %rd1, arr``, ``cvta`` of a
-symbol) — and recomputing it is cheaper: ``compute_cost < 0.75 x load_cost``, with a compute
-cost of 1 cycle for these moves and a load cost of 10 cycles outside loops and 4 inside them
+symbol), or, in a kernel, a load of one of its own parameters (``ld.param.u64 %rd1,
+[k_param_0]``: kernel parameters are read-only, so the value never changes; ptxas folds such a
+load into a constant-bank operand, ``c[0x0][0x160]``) — and recomputing it is cheaper: ``compute_cost < 0.75 x load_cost``, with a compute
+cost of 1 cycle for these moves and parameter loads and a load cost of 10 cycles outside loops and 4 inside them
 (seed 002 ``estimate_cache_latency``), so every such value qualifies.
 
 Definitions that read registers (``add %r2, %r1, 4``, shifts, masks) are not rematerialized: the
 source would have to be available, unchanged, at every use, which PTX that reuses registers
-does not guarantee; reloading them is always correct. docs/decisions.md records this.
+does not guarantee; reloading them is always correct. docs/decisions.md records this. A
+``.func``'s parameters are not rematerialized: the function may store to them (``st.param``)
+and the calling convention binds their loads to registers.
+
+The knob ``RematParamLoads`` (:mod:`ptxalloc.alloc.knobs`, default 1) switches parameter loads
+off; the checker proves every recomputation (``//@remat``, docs/checker.md).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import re
 
 from ..ir.instruction import Instruction
 from ..ir.module import Function
-from ..ir.operands import Imm, Reg, Sym
+from ..ir.operands import Imm, Mem, Reg, Sym
 
 COMPUTE_COST = 1.0
 REMAT_FACTOR = 0.75
@@ -40,8 +47,28 @@ def _pure_source(op) -> bool:
     return False
 
 
-def remat_candidates(fn: Function, instrs: list[Instruction]) -> dict[int, Instruction]:
-    """Registers that can be recomputed, each with its single defining instruction."""
+def kernel_param_names(fn: Function) -> frozenset[str]:
+    """The ``.param`` parameters of a kernel (read-only for its whole run); none for a
+    ``.func``."""
+    if not fn.is_entry:
+        return frozenset()
+    return frozenset(p.name for p in fn.params if p.space == "param")
+
+
+def _kernel_param_load(ins: Instruction, params: frozenset[str]) -> bool:
+    """``ld.param... %r, [p]`` or ``[p+imm]`` of one of the kernel's own parameters."""
+    if not params or not ins.opcode.startswith("ld.param"):
+        return False
+    src = ins.ops[1]
+    return (type(src) is Mem and type(src.base) is Sym and src.base.text in params
+            and not src.rest and not src.suffix)
+
+
+def remat_candidates(fn: Function, instrs: list[Instruction],
+                     param_loads: bool = True) -> dict[int, Instruction]:
+    """Registers that can be recomputed, each with its single defining instruction; with
+    ``param_loads``, a kernel's loads of its own parameters too."""
+    params = kernel_param_names(fn) if param_loads else frozenset()
     defs: dict[int, list[Instruction]] = {}
     for ins in instrs:
         for d in ins.defs:
@@ -53,11 +80,12 @@ def remat_candidates(fn: Function, instrs: list[Instruction]) -> dict[int, Instr
         ins = ds[0]
         if ins.guard >= 0 or len(ins.defs) != 1 or len(ins.ops) != 2 or ins.uses:
             continue
-        base = ins.opcode.split(".", 1)[0]
-        if base not in ("mov", "cvta"):
-            continue
         dst, src = ins.ops
-        if type(dst) is not Reg or dst.comp or not _pure_source(src):
+        if type(dst) is not Reg or dst.comp:
+            continue
+        base = ins.opcode.split(".", 1)[0]
+        if not (base in ("mov", "cvta") and _pure_source(src)
+                or _kernel_param_load(ins, params)):
             continue
         out[v] = ins
     return out

@@ -18,7 +18,7 @@ from ..util import bits
 MAX_FRAME = 64 * 1024
 
 
-def _slot_liveness(cfg: CFG, key_index: dict[Slot, int]):
+def slot_liveness(cfg: CFG, key_index: dict[Slot, int]):
     """Per block live-out bitsets over slot indices (reload = use, store = definition: the
     spill stores and reloads, the saves around calls and the callee-saved prologue and
     epilogues, by their :class:`~ptxalloc.ir.edits.Edit`)."""
@@ -70,7 +70,7 @@ def assign_slots(cfg: CFG, sizes: dict[Slot, int], array: str) -> int:
     if not keys:
         return 0
     key_index = {k: i for i, k in enumerate(keys)}
-    events, live_out = _slot_liveness(cfg, key_index)
+    events, live_out = slot_liveness(cfg, key_index)
     n = len(keys)
     adj = [0] * n
     for b, ev in zip(cfg.blocks, events):

@@ -59,6 +59,9 @@ class Matcher:
     def __init__(self, original: Function, allocated: Function, header: Header,
                  module_decls: list[str], locs: Locations, msgs: Messages):
         self.orig = original
+        # a kernel's parameters are read-only: a load of one is a constant for the run
+        self.kernel_params = frozenset(p.name for p in original.params
+                                       if original.is_entry and p.space == "param")
         self.alloc = allocated
         self.module_decls = module_decls
         self.budget = header.budget
@@ -472,7 +475,7 @@ class Matcher:
             raise self.fail_at(idx, f"{self.vname(v)} has {len(d)} definitions in the original; "
                                     f"only a value with one can be rematerialized")
         o = d[0]
-        why = _impure(o)
+        why = _impure(o, self.kernel_params)
         if why:
             raise self.fail_at(idx, f"{self.vname(v)} cannot be rematerialized: its definition "
                                     f"(original line {o.line}) {why}")
@@ -507,7 +510,7 @@ class Matcher:
                     raise self.fail_at(idx, f"{nd} cannot hold {self.vname(d)}, a {cls} value")
                 loc = self.locs.register(p, nd)
             return RemovedCopy(idx, loc, d, s)
-        why = _impure(o)
+        why = _impure(o, self.kernel_params)
         if why:
             raise self.fail_at(idx, f"only a redundant copy or the definition of a "
                                     f"rematerialized value may be removed; this one {why}")
@@ -595,11 +598,17 @@ def _type_bits(t: str) -> int:
     return int(m.group(2)) * (int(m.group(1)) if m.group(1) else 1)
 
 
-def _impure(o: Instruction) -> str:
+def _impure(o: Instruction, kernel_params: frozenset = frozenset()) -> str:
     """Why the original instruction is not a side-effect free definition that reads no
-    register ('' when it is one)."""
+    register ('' when it is one); ``kernel_params`` are the names of the kernel's own
+    parameters, whose loads qualify (a kernel's parameters are read-only)."""
     base = o.opcode.split(".", 1)[0]
-    if base not in ("mov", "cvta"):
+    if o.opcode.startswith("ld.param") and len(o.ops) == 2:
+        src = o.ops[1]
+        if not (type(src) is Mem and type(src.base) is Sym and not src.rest and not src.suffix
+                and src.base.text in kernel_params):
+            return "loads from something that is not a parameter of this kernel"
+    elif base not in ("mov", "cvta"):
         return f"is a '{base}', not a mov or cvta"
     if o.guard >= 0:
         return "is guarded"
@@ -608,7 +617,7 @@ def _impure(o: Instruction) -> str:
     if o.uses:
         return "reads a register"
     src = o.ops[1]
-    if type(src) is Imm:
+    if type(src) is Imm or type(src) is Mem:        # Mem: a kernel parameter, checked above
         return ""
     if type(src) is Sym:
         if not src.text.startswith("%") or _FIXED_SPECIAL.match(src.text):

@@ -1,0 +1,183 @@
+"""Allocation quality beside ptxas (issue 13): spill bytes per source and budget for every
+registered allocator, and at K = 255 the registers used against ptxas's "Used N registers" and
+against MaxLive.
+
+Sources: ``corpus`` (every MANIFEST file ptxas accepts) and ``triton`` (``tests/data/triton/*.ptx``:
+the tutorial kernels for sm_80 and the sm_90a attention kernels). For every function of every
+file, at each budget K and for each allocator, ``allocate_function`` (analysis, coalescing,
+coloring, spill rounds, post-allocation clean-up and output; no checker) gives the spill bytes
+(stores + loads) and registers; ``ptxas -v -maxrregcount=K --override-directive-values`` gives
+ptxas's for the same functions. Totals are over the functions ptxas reports that the allocator
+did not refuse (a function with an instruction needing more than K registers at once is counted
+apart). At K = 255:
+
+* ``<= ptxas``: share of functions whose registers are no more than ptxas's Used N (goal 90 %);
+* ``= MaxLive``: share whose registers equal the lower bound, MaxLive of the code the allocator
+  colored (``max_live_legalized``; goal 95 %).
+
+    PYTHONPATH=src python3 bench/quality.py [--sources corpus,triton] [--files N]
+        [--budgets 24,32,64,128,255] [--allocators briggs,...] [--jobs N]
+        [--knob NAME=VALUE ...] [--json FILE]
+
+``--files N`` samples N corpus files evenly spread over the MANIFEST order (deterministic), so
+that a run fits the time at hand; ``--knob`` sets ptxalloc knobs (e.g. ``RematParamLoads=0``)
+for every allocator, to measure a pass on and off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+from common import REPO, corpus_root, manifest, ptxas_budget_flags
+
+TRITON_DIR = REPO / "tests" / "data" / "triton"
+
+
+def measure(source: str, path: str, arch: str | None, budgets: list[int], allocators: list[str],
+            knobs: dict) -> dict:
+    """{K: {function: {allocator or "ptxas": row or None}}} for one file."""
+    from ptxalloc import ptxas
+    from ptxalloc.alloc.driver import Options, allocate_function
+    from ptxalloc.errors import AllocationError
+    from ptxalloc.ir.instruction import Raw
+    from ptxalloc.ptx import parse_file
+    from ptxalloc.target.sm import profile_for
+
+    module = parse_file(path)
+    sm = profile_for(None, module.sm)
+    arch = arch or ptxas.arch_for(module.sm)
+    decls = [it.text for it in module.items if type(it) is Raw]
+    out: dict = {}
+    for k in budgets:
+        rows: dict = {fn.name: {} for fn in module.functions}
+        for fn in module.functions:
+            for alloc in allocators:
+                try:
+                    r = allocate_function(fn, sm, k, Options(allocator=alloc, knobs=dict(knobs)),
+                                          decls)
+                except AllocationError:
+                    rows[fn.name][alloc] = None
+                    continue
+                rows[fn.name][alloc] = {"registers": r.registers,
+                                        "spill": r.spill_stores_bytes + r.spill_loads_bytes,
+                                        "max_live": r.max_live_legalized,
+                                        "remat": r.rematerialized}
+        if ptxas.available():
+            a = ptxas.assemble_file(path, arch, ptxas_budget_flags(k))
+            for name, fig in a.functions.items():
+                if a.ok and name in rows and fig.registers is not None:
+                    rows[name]["ptxas"] = {"registers": fig.registers,
+                                           "spill": (fig.spill_stores or 0)
+                                           + (fig.spill_loads or 0)}
+        out[k] = rows
+    return {"source": source, "path": path, "budgets": out}
+
+
+def _files(sources: list[str], n: int) -> list[tuple[str, str, str | None]]:
+    files = []
+    if "corpus" in sources and corpus_root() is not None:
+        chosen = [f for f in manifest() if f["ptxas"]["ok"]]
+        if n and n < len(chosen):
+            step = len(chosen) / n
+            chosen = [chosen[int(i * step)] for i in range(n)]
+        root = corpus_root()
+        files += [("corpus", str(root / f["path"]), f["ptxas_arch"]) for f in chosen]
+    if "triton" in sources:
+        files += [("triton", str(p), None) for p in sorted(TRITON_DIR.glob("*.ptx"))]
+    return files
+
+
+def summarize(results: list[dict], budgets: list[int], allocators: list[str]) -> list[dict]:
+    """One row per (source, K, allocator)."""
+    rows = []
+    for source in dict.fromkeys(r["source"] for r in results):
+        for k in budgets:
+            for alloc in allocators:
+                t = {"source": source, "K": k, "allocator": alloc, "functions": 0,
+                     "refused": 0, "spill": 0, "ptxas_spill": 0, "le_ptxas": 0,
+                     "eq_maxlive": 0, "registers": 0, "ptxas_registers": 0, "remat": 0}
+                for res in results:
+                    if res["source"] != source:
+                        continue
+                    for got in res["budgets"][k].values():
+                        px = got.get("ptxas")
+                        if px is None:
+                            continue
+                        mine = got.get(alloc)
+                        if mine is None:
+                            t["refused"] += 1
+                            continue
+                        t["functions"] += 1
+                        t["spill"] += mine["spill"]
+                        t["ptxas_spill"] += px["spill"]
+                        t["registers"] += mine["registers"]
+                        t["ptxas_registers"] += px["registers"]
+                        t["remat"] += mine["remat"]
+                        t["le_ptxas"] += mine["registers"] <= px["registers"]
+                        t["eq_maxlive"] += mine["registers"] <= mine["max_live"]
+                rows.append(t)
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    head = (f"{'source':<7} {'K':>4} {'allocator':<9} {'functions':>9} {'refused':>7} "
+            f"{'spill B':>9} {'ptxas B':>9} {'remat':>6} {'regs':>7} {'ptxas regs':>10} "
+            f"{'<=ptxas':>8} {'=MaxLive':>8}")
+    print(head)
+    print("-" * len(head))
+    for t in rows:
+        n = t["functions"] or 1
+        share = (f"{100 * t['le_ptxas'] / n:>7.1f}% {100 * t['eq_maxlive'] / n:>7.1f}%"
+                 if t["K"] == 255 else f"{'':>8} {'':>8}")
+        print(f"{t['source']:<7} {t['K']:>4} {t['allocator']:<9} {t['functions']:>9} "
+              f"{t['refused']:>7} {t['spill']:>9} {t['ptxas_spill']:>9} {t['remat']:>6} "
+              f"{t['registers']:>7} {t['ptxas_registers']:>10} {share}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sources", default="corpus,triton")
+    ap.add_argument("--budgets", default="24,32,64,128,255")
+    ap.add_argument("--files", type=int, default=0, help="sample N corpus files (0: all)")
+    ap.add_argument("--allocators", help="comma-separated (default: every registered one)")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE")
+    ap.add_argument("--json", help="also write the per-function figures here")
+    a = ap.parse_args()
+    from ptxalloc import ptxas
+    from ptxalloc.alloc import api
+    from ptxalloc.alloc.knobs import parse_knobs
+    if not ptxas.available():
+        raise SystemExit("ptxas is not on the PATH: nothing to compare with")
+    knobs = parse_knobs(a.knob)
+    allocators = a.allocators.split(",") if a.allocators else api.names()
+    unknown = [x for x in allocators if x not in api.names()]
+    if unknown:
+        raise SystemExit(f"unknown allocator(s) {', '.join(unknown)} "
+                         f"(known: {', '.join(api.names())})")
+    budgets = [int(b) for b in a.budgets.split(",")]
+    files = _files(a.sources.split(","), a.files)
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=a.jobs) as ex:
+        futures = [ex.submit(measure, s, p, arch, budgets, allocators, knobs)
+                   for s, p, arch in files]
+        results = [fu.result() for fu in futures]
+    wall = time.perf_counter() - t0
+    print(f"{len(files)} files ({a.sources}), {a.jobs} worker(s), {wall:.0f} s wall"
+          + (f"; knobs {knobs}" if knobs else ""))
+    rows = summarize(results, budgets, allocators)
+    print_table(rows)
+    if a.json:
+        from ptxalloc.files import write_output
+        write_output(a.json, json.dumps({"knobs": knobs, "summary": rows,
+                                         "files": results}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
