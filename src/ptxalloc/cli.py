@@ -13,6 +13,7 @@ import json
 import os
 import sys
 
+from . import __version__
 from .errors import PtxallocError
 
 EXIT_CODES = """exit status: 0 success; 1 refuted: verify found the allocation wrong, or allocate's
@@ -229,10 +230,29 @@ def _strict_option(p: argparse.ArgumentParser) -> None:
                    "opcodes, wrong operand counts, unknown .version) as errors")
 
 
+class _AllocatorNames:
+    """``--allocator``'s choices, the registered allocators' names: looked up only when an
+    ``--allocator`` is checked or its help shown, so that building the parser imports no
+    allocator (the option has a ``metavar``: argparse would otherwise list the choices when
+    the option is added)."""
+
+    def __contains__(self, name) -> bool:
+        return name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+    @staticmethod
+    def _names() -> list[str]:
+        from .alloc import api
+        return api.names()
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ptxalloc",
                                  description="A register allocator for NVIDIA PTX.",
                                  epilog=EXIT_CODES)
+    ap.add_argument("--version", action="version", version=f"ptxalloc {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("parse", help="parse a PTX file and summarise its functions",
@@ -260,8 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("-o", "--output", metavar="OUT.ptx",
                    help="write the PTX here, '-' for standard output (the default)")
-    from .alloc import api
-    p.add_argument("--allocator", default="briggs", choices=api.names())
+    p.add_argument("--allocator", default="briggs", choices=_AllocatorNames(), metavar="NAME",
+                   help="the allocator: %(choices)s (default: %(default)s)")
     p.add_argument("--registers", metavar="K",
                    help="register budget for every function, 1..255, overriding the "
                    "directives; 'seed': the seeds' CICC constant 15; 'auto': seed 004's "

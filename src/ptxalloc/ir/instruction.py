@@ -11,7 +11,7 @@ Everything in a body that is not an instruction is a :class:`Label` or a :class:
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .operands import Imm, Mem, Operand, Reg, Sym
 
