@@ -152,7 +152,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     for fn in _select(module, args.function):
         limit = budgets[fn.name]
         rows.append(function_row(analyze_function(fn, sm), sm, limit.registers,
-                                 convention=_convention_figures(module, fn, sm, limit.registers),
+                                 convention=(_convention_figures(module, fn, sm, limit.registers)
+                                             if args.convention else None),
                                  budget_from=limit.source))
     if args.json:
         print(json.dumps({"functions": rows}, indent=2))
@@ -271,6 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--registers", metavar="K", help="a budget to report occupancy for, 1..255 "
                    "or 'seed' (default: ptxas's register limit per function)")
     _add_ptxas_flags(p)
+    p.add_argument("--convention", action="store_true",
+                   help="also report each .func's calling-convention figures (callee-saved "
+                   "registers used, bytes saved and restored): they depend on the allocation, "
+                   "so this allocates every function that makes or is reached by calls")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     _strict_option(p)
     p.set_defaults(run=_cmd_analyze)
