@@ -214,6 +214,20 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_batch(args: argparse.Namespace) -> int:
+    """``batch FILES_OR_DIRS... --out results.jsonl``: :mod:`ptxalloc.batch`."""
+    from .batch import BatchOptions, format_summary, run_batch
+    from .errors import UsageError
+
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, not {args.jobs}")
+    options = BatchOptions(registers=_budget(args.registers), allocator=args.allocator,
+                           analyze=args.analyze, verify=not args.no_verify)
+    summary = run_batch(args.inputs, args.out, options, jobs=args.jobs)
+    print(format_summary(summary, args.out))
+    return 0
+
+
 def _add_ptxas_flags(p: argparse.ArgumentParser) -> None:
     """The target and register-limit options, spelled as ptxas spells them."""
     p.add_argument("-arch", "--arch", dest="arch", metavar="sm_XX",
@@ -305,6 +319,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip the independent checker")
     _strict_option(p)
     p.set_defaults(run=_cmd_allocate)
+
+    p = sub.add_parser("batch", help="allocate (or analyse) many files in one process pool, "
+                       "one JSON line per function, resumable", epilog=EXIT_CODES)
+    p.add_argument("inputs", nargs="+", metavar="FILE_OR_DIR",
+                   help="PTX files, and directories searched for *.ptx")
+    p.add_argument("--out", required=True, metavar="RESULTS.jsonl",
+                   help="append the results here; files already complete in it are skipped")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+                   help="worker processes (default: one per CPU)")
+    p.add_argument("--registers", metavar="K", help="a budget for every function, 1..255 or "
+                   "'seed' (default: ptxas's register limit per function)")
+    p.add_argument("--allocator", default="briggs", choices=_AllocatorNames(), metavar="NAME",
+                   help="the allocator: %(choices)s (default: %(default)s)")
+    p.add_argument("--analyze", action="store_true",
+                   help="analyse instead of allocating (analyze's figures per function)")
+    p.add_argument("--no-verify", action="store_true", help="skip the independent checker")
+    p.set_defaults(run=_cmd_batch)
 
     p = sub.add_parser("verify", help="prove an allocated PTX file against its original "
                        "(exit 0 proven, 1 refuted, 2 unusable input)", epilog=EXIT_CODES)
