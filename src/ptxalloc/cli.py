@@ -252,7 +252,9 @@ class _AllocatorNames:
     the option is added)."""
 
     def __contains__(self, name) -> bool:
-        return name in self._names()
+        from .alloc import api
+        # a built-in name needs no allocator imported; any other loads the registry
+        return name in api.BUILTIN or name in self._names()
 
     def __iter__(self):
         return iter(self._names())
