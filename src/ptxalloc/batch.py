@@ -69,8 +69,11 @@ def completed_files(out_path: str) -> set[str]:
     line and the lines of files never closed are removed from it (written whole again)."""
     if not os.path.exists(out_path):
         return set()
-    with open(out_path, "rb") as f:
-        data = f.read()
+    try:
+        with open(out_path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise UsageError(f"{out_path}: cannot write: {e.strerror}") from None
     records = []
     for raw in data.split(b"\n"):
         try:
@@ -169,14 +172,23 @@ def run_batch(paths: list[str], out_path: str, options: BatchOptions, jobs: int 
               progress=None) -> Summary:
     """Process every file not already complete in ``out_path``; returns the summary. Raises
     KeyboardInterrupt (after the lines of every finished file are written) on Ctrl-C."""
+    from .files import check_paths
+
     files = expand_inputs(paths)
+    if out_path == "-" or not out_path:
+        raise UsageError("--out must name a file (results are appended to it and resumed from)")
+    check_paths(files, {"--out": out_path})
     done = completed_files(out_path)
     todo = [p for p in files if p not in done]
     summary = Summary(files=len(files), skipped=len(files) - len(todo))
     show = progress if progress is not None else (sys.stderr.isatty() and
                                                  (lambda s: print(s, end="", file=sys.stderr,
                                                                   flush=True)))
-    with open(out_path, "a", encoding="utf-8") as out:
+    try:
+        out = open(out_path, "a", encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"{out_path}: cannot write: {e.strerror}") from None
+    with out:
         if jobs <= 1 or len(todo) <= 1:
             results = (process_file(p, options) for p in todo)
             pool = None

@@ -143,3 +143,12 @@ def test_ctrl_c_on_the_command_exits_130_with_whole_lines(tmp_path):
     closed = {r["file"] for r in recs if r.get("complete")}
     assert closed and len(closed) < 40
     assert all(r["file"] in closed for r in recs)
+
+
+def test_unusable_out_is_a_one_line_error(inputs, tmp_path, capsys):
+    for out, fragment in ((tmp_path, "cannot write"), (inputs / "diamond.ptx", "input file"),
+                          ("-", "--out must name a file")):
+        rc = main(["batch", str(inputs), "--out", str(out)])
+        _, err = capsys.readouterr()
+        assert rc == 2 and err.count("\n") == 1 and fragment in err, err
+    assert (inputs / "diamond.ptx").read_text() == (GOOD[0]).read_text()
