@@ -65,6 +65,27 @@ def test_parse_command_imports_no_allocator(tmp_path):
     assert "ptxalloc.alloc.api" not in loaded and "ptxalloc.analysis" not in loaded
 
 
+def test_parse_command_imports_no_dataclasses():
+    """dataclasses (with inspect) cost parse's start-up some 5 ms (issue 16)."""
+    out = _run("import contextlib, io, sys\nfrom ptxalloc.cli import main\n"
+               "with contextlib.redirect_stdout(io.StringIO()):\n"
+               f"    main(['parse', {str(REPO / 'examples' / 'saxpy_poly.ptx')!r}])\n"
+               "print('dataclasses' in sys.modules)")
+    assert out.strip().splitlines()[-1] == "False"
+
+
+def test_module_records_compare_and_show_by_field():
+    from ptxalloc.ir.module import Function, Module, Param
+
+    a, b = Param("x", "param", ".u32", 4), Param("x", "param", ".u32", 4)
+    assert a == b and a != Param("y", "param", ".u32", 4)
+    assert repr(a) == ("Param(name='x', space='param', ptype='.u32', size=4, align=0, vec=0, "
+                       "is_return=False, vid=-1)")
+    f = Function("k", "entry", ".entry k()", params=[a])
+    assert f == f and f.copy().params == f.params and Function("k", "entry", "h").body == []
+    assert Module().items == [] and Module() == Module() and Module().items is not Module().items
+
+
 def test_allocator_choices_still_checked_and_listed():
     from ptxalloc.cli import build_parser
 
