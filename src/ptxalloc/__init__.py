@@ -1,4 +1,14 @@
-"""ptxalloc: a register allocator for NVIDIA PTX."""
+"""ptxalloc: a register allocator for NVIDIA PTX.
 
-__version__ = "0.1.0"
-from .pipeline import allocate  # noqa: E402,F401  (the Python API: ptxalloc.allocate)
+``ptxalloc.allocate`` (the Python API, :func:`ptxalloc.pipeline.allocate`) is imported on first
+use, so that ``import ptxalloc`` (and every command's start-up) stays light.
+"""
+
+__version__ = "0.1.0"  # kept equal to pyproject.toml's version by tests/unit/test_startup.py
+
+
+def __getattr__(name: str):
+    if name == "allocate":
+        from .pipeline import allocate
+        return allocate
+    raise AttributeError(f"module 'ptxalloc' has no attribute '{name}'")

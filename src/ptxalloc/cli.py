@@ -13,6 +13,7 @@ import json
 import os
 import sys
 
+from . import __version__
 from .errors import PtxallocError
 
 EXIT_CODES = """exit status: 0 success; 1 refuted: verify found the allocation wrong, or allocate's
@@ -174,7 +175,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     for fn in _select(module, args.function):
         limit = budgets[fn.name]
         rows.append(function_row(analyze_function(fn, sm), sm, limit.registers,
-                                 convention=_convention_figures(module, fn, sm, limit.registers),
+                                 convention=(_convention_figures(module, fn, sm, limit.registers)
+                                             if args.convention else None),
                                  budget_from=limit.source, files=files, lines=args.lines,
                                  block=block))
     if args.json:
@@ -274,6 +276,20 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_batch(args: argparse.Namespace) -> int:
+    """``batch FILES_OR_DIRS... --out results.jsonl``: :mod:`ptxalloc.batch`."""
+    from .batch import BatchOptions, format_summary, run_batch
+    from .errors import UsageError
+
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, not {args.jobs}")
+    options = BatchOptions(registers=_budget(args.registers), allocator=args.allocator,
+                           analyze=args.analyze, verify=not args.no_verify)
+    summary = run_batch(args.inputs, args.out, options, jobs=args.jobs)
+    print(format_summary(summary, args.out))
+    return 0
+
+
 def _add_ptxas_flags(p: argparse.ArgumentParser) -> None:
     """The target and register-limit options, spelled as ptxas spells them."""
     p.add_argument("-arch", "--arch", dest="arch", metavar="sm_XX",
@@ -297,10 +313,31 @@ def _strict_option(p: argparse.ArgumentParser) -> None:
                    "opcodes, wrong operand counts, unknown .version) as errors")
 
 
+class _AllocatorNames:
+    """``--allocator``'s choices, the registered allocators' names: looked up only when an
+    ``--allocator`` is checked or its help shown, so that building the parser imports no
+    allocator (the option has a ``metavar``: argparse would otherwise list the choices when
+    the option is added)."""
+
+    def __contains__(self, name) -> bool:
+        from .alloc import api
+        # a built-in name needs no allocator imported; any other loads the registry
+        return name in api.BUILTIN or name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+    @staticmethod
+    def _names() -> list[str]:
+        from .alloc import api
+        return api.names()
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ptxalloc",
                                  description="A register allocator for NVIDIA PTX.",
                                  epilog=EXIT_CODES)
+    ap.add_argument("--version", action="version", version=f"ptxalloc {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("parse", help="parse a PTX file and summarise its functions",
@@ -325,6 +362,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "values live at the peak the text lists (default 12; JSON has all)")
     p.add_argument("--block-size", metavar="THREADS", help="threads per block for occupancy "
                    "and what to change (default: .reqntid/.maxntid, else 256)")
+    p.add_argument("--convention", action="store_true",
+                   help="also report each .func's calling-convention figures (callee-saved "
+                   "registers used, bytes saved and restored): they depend on the allocation, "
+                   "so this allocates every function that makes or is reached by calls")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     _strict_option(p)
     p.set_defaults(run=_cmd_analyze)
@@ -334,8 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("-o", "--output", metavar="OUT.ptx",
                    help="write the PTX here, '-' for standard output (the default)")
-    from .alloc import api
-    p.add_argument("--allocator", default="briggs", choices=api.names())
+    p.add_argument("--allocator", default="briggs", choices=_AllocatorNames(), metavar="NAME",
+                   help="the allocator: %(choices)s (default: %(default)s)")
     p.add_argument("--registers", metavar="K",
                    help="register budget for every function, 1..255, overriding the "
                    "directives; 'seed': the seeds' CICC constant 15; 'auto': seed 004's "
@@ -368,6 +409,23 @@ def build_parser() -> argparse.ArgumentParser:
     _time_limit_option(p)
     _strict_option(p)
     p.set_defaults(run=_cmd_grade)
+
+    p = sub.add_parser("batch", help="allocate (or analyse) many files in one process pool, "
+                       "one JSON line per function, resumable", epilog=EXIT_CODES)
+    p.add_argument("inputs", nargs="+", metavar="FILE_OR_DIR",
+                   help="PTX files, and directories searched for *.ptx")
+    p.add_argument("--out", required=True, metavar="RESULTS.jsonl",
+                   help="append the results here; files already complete in it are skipped")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+                   help="worker processes (default: one per CPU)")
+    p.add_argument("--registers", metavar="K", help="a budget for every function, 1..255 or "
+                   "'seed' (default: ptxas's register limit per function)")
+    p.add_argument("--allocator", default="briggs", choices=_AllocatorNames(), metavar="NAME",
+                   help="the allocator: %(choices)s (default: %(default)s)")
+    p.add_argument("--analyze", action="store_true",
+                   help="analyse instead of allocating (analyze's figures per function)")
+    p.add_argument("--no-verify", action="store_true", help="skip the independent checker")
+    p.set_defaults(run=_cmd_batch)
 
     p = sub.add_parser("verify", help="prove an allocated PTX file against its original "
                        "(exit 0 proven, 1 refuted, 2 unusable input)", epilog=EXIT_CODES)

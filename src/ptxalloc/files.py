@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import stat
 import sys
 
@@ -180,7 +179,7 @@ def _replace(target: str, text: str, st: os.stat_result | None) -> None:
     directory, base = os.path.split(target)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     while True:
-        tmp = os.path.join(directory, f".{base}.{secrets.token_hex(4)}.ptxalloc-tmp")
+        tmp = os.path.join(directory, f".{base}.{os.urandom(4).hex()}.ptxalloc-tmp")
         try:
             # a new file: 0666 less the umask (the kernel applies it); an existing one: its mode
             fd = os.open(tmp, flags, 0o666 if st is None else 0o600)

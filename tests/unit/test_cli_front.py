@@ -215,6 +215,33 @@ def test_analyze_text_report(capsys):
     assert any(ln.strip().startswith("peak at ") for ln in lines)
 
 
+def test_analyze_allocates_nothing_unless_asked_for_the_convention(capsys, monkeypatch):
+    """Issue 16: the calling-convention figures need an allocation, so ``analyze`` computes
+    them only under ``--convention`` (they made analyze 1.6-4.6x slower than ptxas)."""
+    import ptxalloc.alloc.driver as driver
+
+    def no_allocation(*args, **kwargs):
+        raise AssertionError("analyze allocated a function")
+    real = driver.allocate_function
+    monkeypatch.setattr(driver, "allocate_function", no_allocation)
+    rc, out, err = run(capsys, "analyze", DATA / "calls_sm80.ptx", "--json")
+    assert rc == 0 and err == "", err
+    rows = json.loads(out)["functions"]
+    assert any(r["kind"] == "func" for r in rows)
+    assert all(r["convention"] is None for r in rows)
+
+    monkeypatch.setattr(driver, "allocate_function", real)
+    rc, out, err = run(capsys, "analyze", DATA / "calls_sm80.ptx", "--json", "--convention")
+    assert rc == 0 and err == "", err
+    conv = {r["name"]: r["convention"] for r in json.loads(out)["functions"]}
+    assert any(c is not None for c in conv.values())
+    for c in conv.values():
+        if c is not None:
+            assert {"budget", "callee_saved_used", "save_restore_bytes"} <= set(c)
+    rc, out, _ = run(capsys, "analyze", DATA / "calls_sm80.ptx", "--convention")
+    assert "calling convention at budget" in out
+
+
 @pytest.mark.parametrize("argv, fragment", [
     (["--function", "nope"], "no function named 'nope'"),
     (["--registers", "0"], "--registers"),

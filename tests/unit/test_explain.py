@@ -86,7 +86,9 @@ def test_peak_values_match_a_hand_count(capsys):
     assert {n: (v["live_instructions"], v["next_use_distance"], v["registers"])
             for n, v in vals.items()} == {"%rd1": (7, 3, 2), "%r1": (4, 1, 1),
                                           "%r3": (3, 2, 1), "%r4": (2, 1, 1)}
-    assert not any(v["rematerializable"] for v in vals.values())
+    # the two kernel-parameter loads can be recomputed where needed (issue 13's remat of
+    # ld.param of a kernel's own, read-only, parameters); the arithmetic cannot
+    assert {n for n, v in vals.items() if v["rematerializable"]} == {"%rd1", "%r1"}
     groups = [(g["source"]["line"], g["registers"], g["values"]) for g in pk["groups"]]
     assert groups == [(3, 2, ["%rd1"]), (4, 1, ["%r1"]), (5, 1, ["%r3"]), (9, 1, ["%r4"])]
     # 5 registers at 256 threads: warps are the limit, no step to take
@@ -131,8 +133,9 @@ def test_peak_values_all_and_block_size_errors(capsys):
 
 def test_spills_explained_in_json_and_verbose(tmp_path, capsys):
     out, rep = tmp_path / "o.ptx", tmp_path / "r.json"
+    # the parameter loads would be rematerialized (no spill at all): keep them spillable here
     assert main(["allocate", str(HAND), "--registers", "4", "-o", str(out), "--json", str(rep),
-                 "-v"]) == 0
+                 "-v", "--knob", "RematParamLoads=0"]) == 0
     text = capsys.readouterr().out.splitlines()
     # ptxas's own lines, word for word, then ptxalloc's
     assert text[:4] == ["ptxas info    : Compiling entry function 'hand' for 'sm_80'",

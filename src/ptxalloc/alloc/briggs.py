@@ -102,9 +102,10 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
         result.stack.append(n)
         sn = shape[n]
         for m in bits(adj[n] & active_mask):
-            was = wdeg[m] < placements[m]
-            wdeg[m] -= blocking_weight(shape[m], sn)
-            if not was and wdeg[m] < placements[m] and where.get(m) == "spill":
+            before = wdeg[m]
+            after = wdeg[m] = before - blocking_weight(shape[m], sn)
+            room = placements[m]
+            if before >= room > after and where.get(m) == "spill":
                 classify(m)
         for m in move_partners.pop(n, ()):
             partners = move_partners.get(m)

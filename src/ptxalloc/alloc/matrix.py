@@ -27,13 +27,14 @@ class UnitMatrix:
     ``adj`` maps a node to the bitset of the nodes it interferes with; ``size`` is the number
     of units to track (the larger file's)."""
 
-    __slots__ = ("shape", "adj", "occ", "start", "assigned")
+    __slots__ = ("shape", "adj", "occ", "start", "held", "assigned")
 
     def __init__(self, shape, adj, size: int, start: dict[int, int] | None = None):
         self.shape = shape
         self.adj = adj
         self.occ = [0] * size               # per unit: bitset of the nodes assigned over it
         self.start: dict[int, int] = {}     # node -> start unit
+        self.held: dict[int, int] = {}      # node -> the unit mask it holds (start and shape)
         self.assigned = 0                   # bitset of the assigned nodes
         for n, s in (start or {}).items():
             self.assign(n, s)
@@ -52,6 +53,7 @@ class UnitMatrix:
     def assign(self, n: int, s: int) -> None:
         """Put node ``n`` on the units of its shape from ``s``."""
         self.start[n] = s
+        self.held[n] = self.shape[n].mask(s)
         bit = 1 << n
         self.assigned |= bit
         occ = self.occ
@@ -61,6 +63,7 @@ class UnitMatrix:
     def unassign(self, n: int) -> int:
         """Take node ``n`` off its units; returns the start it had."""
         s = self.start.pop(n)
+        del self.held[n]
         bit = 1 << n
         self.assigned &= ~bit
         occ = self.occ
@@ -71,15 +74,14 @@ class UnitMatrix:
 
     def units(self, n: int) -> int:
         """The unit mask of an assigned node."""
-        return self.shape[n].mask(self.start[n])
+        return self.held[n]
 
     def forbidden(self, n: int) -> int:
         """The units held by assigned nodes that interfere with ``n``."""
-        start = self.start
-        shape = self.shape
+        held = self.held
         f = 0
         for m in bits(self.adj[n] & self.assigned):
-            f |= shape[m].mask(start[m])
+            f |= held[m]
         return f
 
     def conflicts(self, n: int, s: int, units: int | None = None) -> int:

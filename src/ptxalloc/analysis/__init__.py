@@ -6,9 +6,6 @@ and the ``analyze`` command both start from it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
-
 from ..ir.cfg import CFG
 from ..ir.module import Function
 from ..target.occupancy import block_size
@@ -21,34 +18,58 @@ from .pressure import Pressure
 from .tuples import TupleInfo, find_tuples
 
 
-@dataclass
 class FunctionAnalysis:
     """Every analysis of one function as it stands in one round of allocation: its CFG,
     liveness, register tuples, interference graph, register pressure, memory latency and the
-    spill cost of each register (``costs``, which the calling convention may still scale)."""
+    spill cost of each register (``costs``, which the calling convention may still scale).
+    The costs and the values live across calls are computed on first use, so that a caller
+    that reads neither (pressure-only figures) does not pay for them."""
 
-    fn: Function
-    cfg: CFG
-    liveness: Liveness
-    tuples: TupleInfo
-    graph: InterferenceGraph
-    pressure: Pressure
-    mem_latency: float
-    costs: list[float]
+    __slots__ = ("fn", "cfg", "liveness", "tuples", "graph", "pressure", "mem_latency",
+                 "_costs", "_cost_inputs", "_live_across_calls", "_across_calls")
 
-    @cached_property
+    def __init__(self, fn: Function, cfg: CFG, liveness: Liveness, tuples: TupleInfo,
+                 graph: InterferenceGraph, pressure: Pressure, mem_latency: float,
+                 costs: list[float] | None = None, remat: dict[int, float] | None = None,
+                 no_spill: set[int] | frozenset[int] = frozenset()):
+        self.fn = fn
+        self.cfg = cfg
+        self.liveness = liveness
+        self.tuples = tuples
+        self.graph = graph
+        self.pressure = pressure
+        self.mem_latency = mem_latency
+        self._costs = costs
+        self._live_across_calls: dict[int, int] | None = None
+        self._across_calls: int | None = None
+        # copies: the costs are those of the inputs as they are now, whenever they are read
+        self._cost_inputs = (None if remat is None else dict(remat), frozenset(no_spill))
+
+    @property
+    def costs(self) -> list[float]:
+        """The spill cost of each register (computed on first use)."""
+        if self._costs is None:
+            remat, no_spill = self._cost_inputs
+            self._costs = spill_costs(self.cfg, self.liveness, self.mem_latency, remat, no_spill)
+        return self._costs
+
+    @property
     def live_across_calls(self) -> dict[int, int]:
         """Per call (by its index in ``cfg.instrs``) the registers live across it
         (:func:`ptxalloc.analysis.calls.live_across_calls`), computed once."""
-        return calls.live_across_calls(self.cfg, self.liveness)
+        if self._live_across_calls is None:
+            self._live_across_calls = calls.live_across_calls(self.cfg, self.liveness)
+        return self._live_across_calls
 
-    @cached_property
+    @property
     def across_calls(self) -> int:
-        """The bitset of registers live across some call."""
-        across = 0
-        for live in self.live_across_calls.values():
-            across |= live
-        return across
+        """The bitset of registers live across some call (computed once)."""
+        if self._across_calls is None:
+            across = 0
+            for live in self.live_across_calls.values():
+                across |= live
+            self._across_calls = across
+        return self._across_calls
 
 
 def analyze_function(fn: Function, sm: SMProfile, remat: dict[int, float] | None = None,
@@ -61,8 +82,8 @@ def analyze_function(fn: Function, sm: SMProfile, remat: dict[int, float] | None
     graph = InterferenceGraph(cfg, liveness)
     pressure = Pressure(cfg, liveness, tuples)
     latency = memory_latency(sm, pressure.max_regs, block_size(fn.directives))
-    costs = spill_costs(cfg, liveness, latency, remat, no_spill)
-    return FunctionAnalysis(fn, cfg, liveness, tuples, graph, pressure, latency, costs)
+    return FunctionAnalysis(fn, cfg, liveness, tuples, graph, pressure, latency,
+                            remat=remat, no_spill=no_spill)
 
 
 def pressure_of(fn: Function) -> Pressure:
@@ -72,5 +93,5 @@ def pressure_of(fn: Function) -> Pressure:
     return Pressure(cfg, Liveness(cfg), find_tuples(fn, cfg.instrs))
 
 
-__all__ = ["FunctionAnalysis", "analyze_function", "pressure_of", "CFG", "Liveness", "InterferenceGraph",
-           "Pressure", "find_tuples", "spill_costs"]
+__all__ = ["FunctionAnalysis", "analyze_function", "pressure_of", "CFG", "Liveness",
+           "InterferenceGraph", "Pressure", "find_tuples", "spill_costs"]

@@ -76,11 +76,40 @@ class Pressure:
                     group[v] = gid
         self.cfg = cfg
         self.units = units
+        self._walk_inputs = (liveness, is_pred, group, gunits)
+        self._by_class: dict[str, list[float]] | None = None
+        gpr, pred, _, best, best_pred, entry_gpr, entry_pred = self._walk(False)
+        self.gpr = gpr
+        self.pred = pred
+        self.entry_gpr = entry_gpr          # per block: the pressure of its live-in set
+        self.entry_pred = entry_pred
+        self.max_regs = max(best[0], 0) / 2
+        self.max_preds = best_pred
+        self.peak = self._peak_point(liveness, best, group)
+
+    @property
+    def by_class(self) -> dict[str, list[float]]:
+        """``gpr`` split by register class: only reports read it, so it is found on first
+        use (a second walk) rather than with every analysis (issue 16)."""
+        if self._by_class is None:
+            by_class_units = self._walk(True)[2]
+            self._by_class = {c.name: [w / 2 for w in by_class_units[int(c)]]
+                              for c in RegClass if c != RegClass.PRED}
+        return self._by_class
+
+    def _walk(self, split_classes: bool):
+        """One backward walk of every block: (gpr, pred, per-class units or None, the peak
+        (units, instruction id, block, index in block), the predicate peak, and per block the
+        pressure of its live-in set: general registers, predicates)."""
+        cfg = self.cfg
+        liveness, is_pred, group, gunits = self._walk_inputs
+        units = self.units
+        classes = cfg.fn.regs.classes
         ninstr = len(cfg.instrs)
         gpr = [0.0] * ninstr
         pred = [0] * ninstr
         cls_index = [int(c) for c in classes]
-        by_class_units = [[0] * ninstr for _ in RegClass]
+        by_class_units = [[0] * ninstr for _ in RegClass] if split_classes else None
         best = (-1, -1, -1, -1)            # (units, instr id, block, index in block)
         best_pred = 0
         entry_gpr = [0.0] * len(cfg.blocks)
@@ -145,19 +174,24 @@ class Pressure:
                             extra = None           # d and s live after: count once
                 if extra is None:
                     remove(ins.defs[0])
-                    u, p, cu = unit_sum, pred_sum, list(cls_units)
+                    u, p = unit_sum, pred_sum
+                    if split_classes:
+                        for c, w in enumerate(cls_units):
+                            if w:
+                                by_class_units[c][i] = w
                     add(ins.defs[0])
                 else:
                     for d in extra:
                         add(d)
-                    u, p, cu = unit_sum, pred_sum, list(cls_units)
+                    u, p = unit_sum, pred_sum
+                    if split_classes:
+                        for c, w in enumerate(cls_units):
+                            if w:
+                                by_class_units[c][i] = w
                     for d in extra:
                         remove(d)
                 gpr[i] = u / 2
                 pred[i] = p
-                for c, w in enumerate(cu):
-                    if w:
-                        by_class_units[c][i] = w
                 if u > best[0]:
                     best = (u, i, b.id, k)
                 if p > best_pred:
@@ -179,15 +213,7 @@ class Pressure:
                 best = (unit_sum, -1, b.id, -1)
             if pred_sum > best_pred:
                 best_pred = pred_sum
-        self.gpr = gpr
-        self.pred = pred
-        self.entry_gpr = entry_gpr          # per block: the pressure of its live-in set
-        self.entry_pred = entry_pred
-        self.by_class = {c.name: [w / 2 for w in by_class_units[int(c)]]
-                         for c in RegClass if c != RegClass.PRED}
-        self.max_regs = max(best[0], 0) / 2
-        self.max_preds = best_pred
-        self.peak = self._peak_point(liveness, best, group)
+        return gpr, pred, by_class_units, best, best_pred, entry_gpr, entry_pred
 
     def _peak_point(self, liveness: Liveness, best, group) -> PressurePoint:
         units, instr, block, k = best

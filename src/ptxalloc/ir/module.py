@@ -5,48 +5,77 @@ A :class:`Module` is the sequence of a PTX file's top-level items — raw text (
 body) and :class:`Function` definitions — in source order, so that emitting it reproduces the
 file. A :class:`Function` keeps its header verbatim, its parsed parameters and performance
 directives, its body as a list of statements, and its virtual registers in a :class:`RegTable`.
+
+They are plain classes, not dataclasses: importing :mod:`dataclasses` (with :mod:`inspect`) cost
+every command's start-up, ``parse`` included (issue 16). :class:`_Record` gives them the
+field-wise ``==`` and ``repr`` a dataclass has.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 from .instruction import Instruction, Label, Raw
 from .registers import RegTable
 
 
-@dataclass
-class Param:
+class _Record:
+    """Field-wise equality and repr over ``_fields``."""
+
+    _fields: tuple[str, ...] = ()
+    __hash__ = None  # mutable and compared by value: unhashable
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self._fields)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
+        return f"{type(self).__name__}({inner})"
+
+
+class Param(_Record):
     """One entry of a function's parameter or return list."""
 
-    name: str
-    space: str          # "param" or "reg" (old ABI register parameters)
-    ptype: str          # ".b32", ".u64", ".b8" ...
-    size: int           # size in bytes (arrays included)
-    align: int = 0
-    vec: int = 0
-    is_return: bool = False
-    vid: int = -1       # for .reg parameters: the virtual register
+    _fields = ("name", "space", "ptype", "size", "align", "vec", "is_return", "vid")
+
+    def __init__(self, name: str, space: str, ptype: str, size: int, align: int = 0,
+                 vec: int = 0, is_return: bool = False, vid: int = -1):
+        self.name = name
+        self.space = space      # "param" or "reg" (old ABI register parameters)
+        self.ptype = ptype      # ".b32", ".u64", ".b8" ...
+        self.size = size        # size in bytes (arrays included)
+        self.align = align
+        self.vec = vec
+        self.is_return = is_return
+        self.vid = vid          # for .reg parameters: the virtual register
 
 
-@dataclass
-class Function:
+class Function(_Record):
     """One ``.entry`` (kind "entry") or ``.func`` (kind "func") with a body: its header text,
     parameters, performance directives, body statements (Instruction, Label, Raw), virtual
     registers and ``.branchtargets`` lists."""
 
-    name: str
-    kind: str                                  # "entry" or "func"
-    header: str                                # source text up to (not including) the body '{'
-    line: int = 0
-    linkage: list[str] = field(default_factory=list)
-    params: list[Param] = field(default_factory=list)
-    returns: list[Param] = field(default_factory=list)
-    directives: dict[str, object] = field(default_factory=dict)
-    body: list = field(default_factory=list)   # Instruction | Label | Raw
-    regs: RegTable = field(default_factory=RegTable)
-    branch_targets: dict[str, list[str]] = field(default_factory=dict)
-    filename: str = "<input>"
+    _fields = ("name", "kind", "header", "line", "linkage", "params", "returns", "directives",
+               "body", "regs", "branch_targets", "filename")
+
+    def __init__(self, name: str, kind: str, header: str, line: int = 0,
+                 linkage: list[str] | None = None, params: list[Param] | None = None,
+                 returns: list[Param] | None = None, directives: dict[str, object] | None = None,
+                 body: list | None = None, regs: RegTable | None = None,
+                 branch_targets: dict[str, list[str]] | None = None,
+                 filename: str = "<input>"):
+        self.name = name
+        self.kind = kind                       # "entry" or "func"
+        self.header = header                   # source text up to (not including) the body '{'
+        self.line = line
+        self.linkage = [] if linkage is None else linkage
+        self.params = [] if params is None else params
+        self.returns = [] if returns is None else returns
+        self.directives = {} if directives is None else directives
+        self.body = [] if body is None else body      # Instruction | Label | Raw
+        self.regs = RegTable() if regs is None else regs
+        self.branch_targets = {} if branch_targets is None else branch_targets
+        self.filename = filename
 
     @property
     def is_entry(self) -> bool:
@@ -71,17 +100,21 @@ class Function:
         return new
 
 
-@dataclass
-class Module:
+class Module(_Record):
     """A parsed PTX file: its top-level items (Raw text and Function definitions) in source
     order, with its ``.version``, ``.target``, address size and the parser's warnings."""
 
-    items: list = field(default_factory=list)      # Raw | Function, in source order
-    filename: str = "<input>"
-    version: str = ""
-    target: list[str] = field(default_factory=list)
-    address_size: int = 64
-    warnings: list = field(default_factory=list)    # Diagnostic, in source order
+    _fields = ("items", "filename", "version", "target", "address_size", "warnings")
+
+    def __init__(self, items: list | None = None, filename: str = "<input>", version: str = "",
+                 target: list[str] | None = None, address_size: int = 64,
+                 warnings: list | None = None):
+        self.items = [] if items is None else items          # Raw | Function, in source order
+        self.filename = filename
+        self.version = version
+        self.target = [] if target is None else target
+        self.address_size = address_size
+        self.warnings = [] if warnings is None else warnings  # Diagnostic, in source order
 
     @property
     def functions(self) -> list[Function]:

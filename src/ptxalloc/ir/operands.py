@@ -22,7 +22,7 @@ source text and written back verbatim.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 
 class Operand:

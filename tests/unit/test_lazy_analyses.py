@@ -1,0 +1,37 @@
+"""Issue 16: what only allocators (or only reports) read is computed on first use."""
+
+from __future__ import annotations
+
+
+import ptxalloc.analysis as analysis
+from conftest import DATA
+from ptxalloc.analysis import analyze_function
+from ptxalloc.ptx import parse_file
+from ptxalloc.target.sm import profile_for
+
+
+def test_costs_on_first_use_equal_the_eager_ones(monkeypatch):
+    fn = parse_file(str(DATA / "loops_sm80.ptx")).functions[1]
+    sm = profile_for("sm_80")
+    a = analyze_function(fn, sm, remat={3: 0.5}, no_spill={1})
+    calls = []
+    real = analysis.spill_costs
+    monkeypatch.setattr(analysis, "spill_costs", lambda *x: calls.append(x) or real(*x))
+    first = a.costs
+    assert a.costs is first and len(calls) == 1
+    assert first == real(a.cfg, a.liveness, a.mem_latency, {3: 0.5}, {1})
+
+
+def test_pressure_by_class_on_first_use_sums_to_gpr():
+    fn = parse_file(str(DATA / "pressure_sm80.ptx")).functions[0]
+    p = analyze_function(fn, profile_for("sm_80")).pressure
+    assert p._by_class is None
+    split = p.by_class
+    assert [sum(col) for col in zip(*split.values())] == p.gpr
+    assert p.by_class is split
+
+
+def test_instruction_base_is_the_opcode_without_modifiers():
+    fn = parse_file(str(DATA / "tensor_sm80.ptx")).functions[0]
+    for ins in fn.instructions():
+        assert ins.base == ins.opcode.split(".", 1)[0]

@@ -1,0 +1,100 @@
+"""Start-up (issue 16): ``--version``, and each command imports only what it needs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+from conftest import REPO
+
+SRC = str(REPO / "src")
+
+
+def _run(code: str) -> str:
+    env = dict(os.environ, PYTHONPATH=SRC)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_version_constant_matches_pyproject():
+    import ptxalloc
+
+    text = (REPO / "pyproject.toml").read_text()
+    declared = re.search(r'^version\s*=\s*"([^"]+)"', text, re.M).group(1)
+    assert ptxalloc.__version__ == declared
+
+
+def test_version_option_prints_the_version():
+    env = dict(os.environ, PYTHONPATH=SRC)
+    proc = subprocess.run([sys.executable, "-m", "ptxalloc", "--version"], env=env,
+                          capture_output=True, text=True)
+    import ptxalloc
+
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"ptxalloc {ptxalloc.__version__}"
+
+
+def _modules_after(statements: str) -> set[str]:
+    code = (f"import sys\n{statements}\nimport json\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('ptxalloc'))))")
+    return set(json.loads(_run(code).splitlines()[-1]))
+
+
+def test_building_the_parser_imports_no_allocator():
+    loaded = _modules_after("from ptxalloc.cli import build_parser\n"
+                            "build_parser().parse_args(['parse', 'x.ptx'])")
+    heavy = {"ptxalloc.pipeline", "ptxalloc.alloc.api", "ptxalloc.alloc.driver",
+             "ptxalloc.analysis", "ptxalloc.verify"}
+    assert not loaded & heavy, sorted(loaded & heavy)
+
+
+def test_import_ptxalloc_is_light_and_allocate_still_reachable():
+    loaded = _modules_after("import ptxalloc")
+    assert loaded == {"ptxalloc"}
+    assert _run("import ptxalloc; print(callable(ptxalloc.allocate))").strip() == "True"
+
+
+def test_parse_command_imports_no_allocator(tmp_path):
+    loaded = _modules_after(
+        "import contextlib, io\nfrom ptxalloc.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main(['parse', {str(REPO / 'examples' / 'saxpy_poly.ptx')!r}])")
+    assert "ptxalloc.alloc.api" not in loaded and "ptxalloc.analysis" not in loaded
+
+
+def test_parse_command_imports_no_dataclasses():
+    """dataclasses (with inspect) cost parse's start-up some 5 ms (issue 16)."""
+    out = _run("import contextlib, io, sys\nfrom ptxalloc.cli import main\n"
+               "with contextlib.redirect_stdout(io.StringIO()):\n"
+               f"    main(['parse', {str(REPO / 'examples' / 'saxpy_poly.ptx')!r}])\n"
+               "print('dataclasses' in sys.modules)")
+    assert out.strip().splitlines()[-1] == "False"
+
+
+def test_module_records_compare_and_show_by_field():
+    from ptxalloc.ir.module import Function, Module, Param
+
+    a, b = Param("x", "param", ".u32", 4), Param("x", "param", ".u32", 4)
+    assert a == b and a != Param("y", "param", ".u32", 4)
+    assert repr(a) == ("Param(name='x', space='param', ptype='.u32', size=4, align=0, vec=0, "
+                       "is_return=False, vid=-1)")
+    f = Function("k", "entry", ".entry k()", params=[a])
+    assert f == f and f.copy().params == f.params and Function("k", "entry", "h").body == []
+    assert Module().items == [] and Module() == Module() and Module().items is not Module().items
+
+
+def test_allocator_choices_still_checked_and_listed():
+    from ptxalloc.cli import build_parser
+
+    ap = build_parser()
+    assert ap.parse_args(["allocate", "f.ptx", "--allocator", "fatpoint"]).allocator == "fatpoint"
+    env = dict(os.environ, PYTHONPATH=SRC)
+    bad = subprocess.run([sys.executable, "-m", "ptxalloc", "allocate", "f.ptx", "--allocator",
+                          "nope"], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "invalid choice: 'nope'" in bad.stderr
+    shown = subprocess.run([sys.executable, "-m", "ptxalloc", "allocate", "--help"], env=env,
+                           capture_output=True, text=True).stdout
+    assert "briggs, fatpoint, linear" in " ".join(shown.split())
