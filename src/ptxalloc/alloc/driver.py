@@ -63,6 +63,7 @@ class Options:
     coalesce_factor: float = COALESCE_FACTOR
     compact: bool = True
     knobs: dict[str, float] = field(default_factory=dict)
+    schedule: bool = False          # pressure-aware scheduling first (passes/schedule.py)
 
 
 @dataclass

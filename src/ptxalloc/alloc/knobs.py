@@ -14,7 +14,11 @@ RegTgtPressureThreshold                       -       160  budget model: pressur
 RegTgtCoeffA                                  -       0.2  budget fraction below the threshold
 RegTgtCoeffB                                  -       1.0  budget fraction at the top
 RegTgtCoeffC                                  -       0.3  linear occupancy model: y at minimum
+schedule                                      -         0  ptxalloc's own: 1 = schedule first
 ========================================  =====  ========  =====================================
+
+``schedule`` is not a fat-point knob: it switches ptxalloc's pressure-aware scheduling before
+allocation (:mod:`ptxalloc.passes.schedule`) for every allocator, like ``Options.schedule``.
 
 Two decisions (docs/decisions.md, "Fat-point allocator"):
 
@@ -44,6 +48,7 @@ class Knob:
     integer: bool
     minimum: float
     doc: str
+    maximum: float | None = None
 
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (
@@ -59,6 +64,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("RegTgtCoeffB", None, 1.0, False, 0, "budget model: fraction at the top of the file"),
     Knob("RegTgtCoeffC", None, 0.3, False, 0,
          "budget model: the linear occupancy model's value at the lowest occupancy"),
+    Knob("schedule", None, 0, True, 0,
+         "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
+         "(passes/schedule.py), 0 = off", maximum=1),
 )}
 
 
@@ -90,6 +98,8 @@ def _value(knob: Knob, value) -> float:
         v = int(v)
     if v < knob.minimum:
         raise UsageError(f"knob {knob.name} must be at least {knob.minimum:g}, not '{value}'")
+    if knob.maximum is not None and v > knob.maximum:
+        raise UsageError(f"knob {knob.name} must be at most {knob.maximum:g}, not '{value}'")
     return v
 
 

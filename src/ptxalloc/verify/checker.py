@@ -89,6 +89,7 @@ from ..ir.operands import Args, Imm, Mem, Neg, Not, Pair, Reg, Sink, Sum, Sym, V
 from ..util import bits
 from .bindings import find_bindings
 from .blocks import Blocks
+from .schedule import SCHEDULE, scheduled_original
 from .locations import (CLASS_BITS, CLASS_FAMILY, FAMILY_TYPE, GPR, SLOT, Locations,
                         NameDecoder, Placement, pow2_at_least)
 
@@ -267,6 +268,7 @@ class FunctionChecker:
         except ValueError:
             raise CheckerInputError(f"{self.where_fn()}: bad frame size '{header['frame']}'")
         self.abi = header.get("abi") == "1"
+        self.scheduled = header.get("schedule") == "1"
         self.decoder = NameDecoder(self.stem, self.budget)
         self.locs = Locations(self.spill)
         self.oregs = original.regs
@@ -638,7 +640,7 @@ class FunctionChecker:
                     else:
                         adirs.append(text)
                 elif s.kind == COMMENT and s.text.startswith("//@") and not s.text.startswith(
-                        _HEADER):
+                        _HEADER) and not (self.scheduled and s.text.startswith(SCHEDULE)):
                     raise VerificationError(f"{self.where_fn()}, line {s.line}: unknown "
                                             f"annotation '{s.text}'")
                 elif (s.kind == COMMENT and s.text.startswith(_EARLIER_HEADER)
@@ -1449,4 +1451,6 @@ def check_function(original: Function, allocated: Function,
         header = read_header(allocated)
         if header is None:
             raise CheckerInputError(f"function '{allocated.name}' carries no //@ptxalloc header")
+    if header.get("schedule") == "1":
+        original = scheduled_original(original, allocated)
     return FunctionChecker(original, allocated, header, module_decls).run()
