@@ -73,6 +73,10 @@ are matched and checked for placements, but no value reaches them.
 
 Errors name the function, the allocated instruction with its PTX line (and the original line),
 the operand, the value expected and what the location holds instead.
+
+A scheduled allocation (``schedule=1`` in the header) is proven against the original with its
+instructions in the order its ``//@schedule`` lines record, once :mod:`.schedule` has validated
+that order as a dependence-respecting permutation of the original (docs/checker.md).
 """
 
 from __future__ import annotations
