@@ -18,11 +18,12 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from .alloc.driver import FunctionResult, Options, allocate_function
-from .alloc.output import neutral
+from .alloc.output import mark_scheduled, neutral
 from .analysis.sources import source_files
 from .errors import AllocationError, InternalError, UsageError
 from .ir.instruction import Raw
 from .ir.module import Module
+from .passes.schedule import schedule_function
 from .ptx import emit_function, emit_module
 from .ptx.parser import parse
 from .report.spill_report import explain_spills
@@ -68,6 +69,13 @@ def auto_budget(fn, sm: SMProfile, knobs: dict[str, float] | None = None,
                          resolve(knobs), limit)
 
 
+def wants_schedule(options: Options) -> bool:
+    """Whether pressure-aware scheduling runs first: ``Options.schedule`` or the knob
+    ``schedule=1`` (:mod:`ptxalloc.passes.schedule`)."""
+    from .alloc.knobs import resolve
+    return options.schedule or bool(resolve(options.knobs)["schedule"])
+
+
 def check_registers(registers) -> None:
     """``registers`` is None, 'auto', 'seed' or a count from 1 to 255."""
     if registers in (None, "auto", "seed"):
@@ -111,7 +119,10 @@ def allocate_module(module: Module, registers: int | str | None = None,
     texts = {}
     decls = [it.text for it in module.items if type(it) is Raw]
     files = source_files(module)
-    for fn in fns:
+    schedule = wants_schedule(options)
+    for original in fns:
+        scheduled = schedule_function(original) if schedule else None
+        fn = scheduled.function if scheduled else original
         limit = budgets[fn.name]
         if registers == "auto":
             budget = auto_budget(fn, sm, options.knobs, limit)
@@ -122,6 +133,9 @@ def allocate_module(module: Module, registers: int | str | None = None,
         else:
             res = allocate_function(fn, sm, limit.registers, options, decls)
             res.extra["budget_from"] = limit.source
+        if scheduled:
+            mark_scheduled(res.function, scheduled.order)
+            res.extra["schedule"] = scheduled.report()
         res.extra["spills"] = explain_spills(fn, res, sm, files)
         res.text = emit_function(res.function, res.names.__getitem__)
         texts[fn.name] = res.text

@@ -17,10 +17,13 @@ RegTgtCoeffC                                  -       0.3  linear occupancy mode
 RematParamLoads                               -         1  rematerialize kernel parameter loads
 SpillReloadFromRegister                       -         1  a reload of a value still in a register: mov
 SpillDeadStores                               -         1  remove stores no reload reads
+schedule                                      -         0  ptxalloc's own: 1 = schedule first
 ========================================  =====  ========  =====================================
 
 ``RematParamLoads`` and the other switches of the passes around the allocator (issue 13) are
-ptxalloc's own, for every allocator: 1 on, 0 off.
+ptxalloc's own, for every allocator: 1 on, 0 off. ``schedule`` is not a fat-point knob either:
+it switches ptxalloc's pressure-aware scheduling before allocation
+(:mod:`ptxalloc.passes.schedule`) for every allocator, like ``Options.schedule``.
 
 Two decisions (docs/decisions.md, "Fat-point allocator"):
 
@@ -50,6 +53,7 @@ class Knob:
     integer: bool
     minimum: float
     doc: str
+    maximum: float | None = None
 
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (
@@ -66,11 +70,14 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("RegTgtCoeffC", None, 0.3, False, 0,
          "budget model: the linear occupancy model's value at the lowest occupancy"),
     Knob("RematParamLoads", None, 1, True, 0,
-         "1: a kernel's loads of its own parameters are rematerialized instead of spilled"),
+         "1: a kernel's loads of its own parameters are rematerialized instead of spilled", maximum=1),
     Knob("SpillReloadFromRegister", None, 1, True, 0,
-         "1: a reload of a value another register still holds becomes a register copy"),
+         "1: a reload of a value another register still holds becomes a register copy", maximum=1),
     Knob("SpillDeadStores", None, 1, True, 0,
-         "1: spill stores that no reload reads are removed after allocation"),
+         "1: spill stores that no reload reads are removed after allocation", maximum=1),
+    Knob("schedule", None, 0, True, 0,
+         "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
+         "(passes/schedule.py), 0 = off", maximum=1),
 )}
 
 
@@ -102,6 +109,8 @@ def _value(knob: Knob, value) -> float:
         v = int(v)
     if v < knob.minimum:
         raise UsageError(f"knob {knob.name} must be at least {knob.minimum:g}, not '{value}'")
+    if knob.maximum is not None and v > knob.maximum:
+        raise UsageError(f"knob {knob.name} must be at most {knob.maximum:g}, not '{value}'")
     return v
 
 

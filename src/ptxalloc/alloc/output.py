@@ -141,3 +141,32 @@ def neutral(s):
     elif t is Raw and s.kind == COMMENT and s.text.startswith("//@"):
         s = Raw(COMMENT, neutralize(s.text), s.line)
     return s
+
+
+SCHEDULE_TOKENS_PER_LINE = 32
+
+
+def schedule_lines(order: list[int]) -> list[str]:
+    """The ``//@schedule`` comment lines recording an instruction order (docs/allocated-ptx.md,
+    "Scheduled functions"): original instruction indices in their new order, an ascending run
+    a, a+1 .. b written ``a-b``."""
+    tokens = []
+    k = 0
+    n = len(order)
+    while k < n:
+        e = k
+        while e + 1 < n and order[e + 1] == order[e] + 1:
+            e += 1
+        tokens.append(f"{order[k]}-{order[e]}" if e > k else str(order[k]))
+        k = e + 1
+    return ["//@schedule " + " ".join(tokens[i:i + SCHEDULE_TOKENS_PER_LINE])
+            for i in range(0, len(tokens), SCHEDULE_TOKENS_PER_LINE)]
+
+
+def mark_scheduled(fn: Function, order: list[int]) -> None:
+    """Mark the allocated function ``fn`` (its first statement the header) as allocated from
+    the original reordered by ``order``: ``schedule=1`` in the header, the order in
+    ``//@schedule`` lines right after it."""
+    header = fn.body[0]
+    fn.body[0] = Raw(COMMENT, header.text + " schedule=1", header.line)
+    fn.body[1:1] = [Raw(COMMENT, line) for line in schedule_lines(order)]

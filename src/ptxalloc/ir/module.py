@@ -99,6 +99,15 @@ class Function(_Record):
                        self.filename)
         return new
 
+    def reordered(self, order: list[int]) -> "Function":
+        """A copy whose k-th instruction is this one's ``order[k]``-th; every other statement
+        keeps its place (a schedule: ``ptxalloc.passes.schedule``)."""
+        instrs = self.instructions()
+        new = self.copy()
+        it = iter(order)
+        new.body = [instrs[next(it)] if type(s) is Instruction else s for s in self.body]
+        return new
+
 
 class Module(_Record):
     """A parsed PTX file: its top-level items (Raw text and Function definitions) in source

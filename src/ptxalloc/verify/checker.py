@@ -21,6 +21,10 @@ tuples, which registers an asynchronous instruction keeps using), and nothing of
 5. :mod:`.messages` — every refutation names the function, the allocated instruction with its
    PTX line (and the original line), the operand, the value expected and what the location
    holds instead.
+
+A scheduled allocation (``schedule=1`` in the header) is proven against the original with its
+instructions in the order its ``//@schedule`` lines record, once :mod:`.schedule` has validated
+that order as a dependence-respecting permutation of the original (docs/checker.md).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from .liveness import liveness
 from .locations import Locations
 from .matching import Matcher
 from .messages import Messages
+from .schedule import scheduled_original
 
 __all__ = ["FunctionProof", "FunctionChecker", "check_function", "read_header",
            "CheckerInputError"]
@@ -108,4 +113,7 @@ def check_function(original: Function, allocated: Function,
         header = read_header(allocated)
         if header is None:
             raise CheckerInputError(f"function '{allocated.name}' carries no //@ptxalloc header")
+    if header.get("schedule") == "1":
+        # proven against the original in the recorded order, once that order is validated
+        original = scheduled_original(original, allocated)
     return FunctionChecker(original, allocated, header, module_decls).run()

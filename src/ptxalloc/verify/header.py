@@ -55,7 +55,9 @@ def read_header(fn: Function) -> dict[str, str] | None:
 
 class Header(NamedTuple):
     """What the proof reads from the header: budget K (1..255), the register-name stem, the
-    spill array (None when there is none) and its frame in bytes, whether ``abi=1``."""
+    spill array (None when there is none) and its frame in bytes, whether ``abi=1``, whether
+    ``schedule=1`` (the function was allocated from the original reordered as its
+    ``//@schedule`` lines say: :mod:`.schedule`)."""
 
     budget: int
     stem: str
@@ -64,6 +66,7 @@ class Header(NamedTuple):
     abi: bool
     allocator: str
     arch: str
+    scheduled: bool = False
 
     @classmethod
     def parse(cls, fields: dict[str, str], where: str) -> "Header":
@@ -82,4 +85,4 @@ class Header(NamedTuple):
             raise CheckerInputError(f"{where}: bad frame size '{fields['frame']}'")
         return cls(budget, fields["stem"], fields.get("spill") or None, frame,
                    fields.get("abi") == "1", fields.get("allocator", "?"),
-                   fields.get("arch", "?"))
+                   fields.get("arch", "?"), fields.get("schedule") == "1")

@@ -37,6 +37,7 @@ from .header import (ANNOTATION, EARLIER_HEADER, HEADER, REMOVED, SERIALIZE,
 from .locations import CLASS_BITS, CLASS_FAMILY, Locations
 from .messages import Messages, first_diff
 from .placements import Placements
+from .schedule import SCHEDULE
 
 
 class Matched(NamedTuple):
@@ -69,6 +70,7 @@ class Matcher:
         self.spill = header.spill
         self.frame = header.frame
         self.abi = header.abi
+        self.scheduled = header.scheduled
         self.locs = locs
         self.msgs = msgs
         self.fail_at = msgs.fail_at
@@ -194,7 +196,7 @@ class Matcher:
                     else:
                         adirs.append(text)
                 elif s.kind == COMMENT and s.text.startswith("//@") and not s.text.startswith(
-                        HEADER):
+                        HEADER) and not (self.scheduled and s.text.startswith(SCHEDULE)):
                     raise VerificationError(f"{self.where_fn()}, line {s.line}: unknown "
                                             f"annotation '{s.text}'")
                 elif (s.kind == COMMENT and s.text.startswith(EARLIER_HEADER)

@@ -1,0 +1,293 @@
+"""Register-pressure-aware list scheduling within blocks, before allocation (seed 002
+"Instruction Scheduling Interaction"; issue 13).
+
+The function is cut into *segments*: maximal runs of instructions with no label, directive,
+scope brace or declaration between them, each barrier (:data:`ptxalloc.ir.effects.BARRIER`:
+synchronisation, fences, atomics, asynchronous operations and their waits, branches, calls,
+anything unknown) a segment of its own. Inside a segment only the dependences of the original
+order bind: for every register, reads after the definition that reaches them (RAW), before the
+next definition (WAR), definitions in order (WAW) — guards, partial definitions and address
+registers count as reads as the ISA table says — and memory accesses and warp collectives
+(``ORDERED``) keep their order, as do the instructions of the carry chain.
+
+Each segment is list-scheduled bottom-up (in the manner of Sethi-Ullman numbering and of LLVM's
+``GenericScheduler`` register-pressure heuristic): from the values live after the segment,
+the next instruction placed (the latest still free of unplaced successors) is the one whose
+placement makes the live set grow least — a definition that ends a live value first, an
+instruction whose operands are already live next — and on a tie the one latest in the original
+order, so that where nothing is gained the order stays as written. Loads therefore sink to just
+before their first use (never across another memory access), and an address computed from
+live operands moves next to the access that reads it. The new order is kept only when the
+segment's peak pressure (general registers and predicates, counted as :mod:`analysis.pressure`
+counts them, and at equal peaks the sum over its instructions) is lower; otherwise the segment
+stays as written. So the pass never raises MaxLive.
+
+The result is a permutation of the original instructions; :mod:`ptxalloc.verify.schedule`
+validates it independently (and the allocation checker then proves the allocation against the
+scheduled order; docs/checker.md). Switch: ``Options.schedule`` / ``--knob schedule=1``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from ..analysis.liveness import Liveness
+from ..ir.cfg import CFG
+from ..ir.effects import BARRIER, ORDERED, effect_kind, uses_carry
+from ..ir.instruction import COMMENT, LOC, Instruction, Raw
+from ..ir.module import Function
+from ..ir.registers import RegClass
+from ..target.units import vreg_shape
+from ..util import gc_paused
+
+MIN_SEGMENT = 3     # shorter segments have nothing to gain
+
+
+@dataclass
+class Scheduled:
+    """A scheduled copy of a function: ``order`` lists the original instruction indices in
+    their new order; ``segments`` is how many segments were reordered, ``moved`` how many
+    instructions changed place."""
+
+    function: Function
+    order: list[int]
+    segments: int
+    moved: int
+
+    def report(self) -> dict:
+        return {"segments": self.segments, "moved": self.moved}
+
+
+def _segment_ranges(fn: Function) -> list[tuple[int, int]]:
+    """[start, end) instruction index ranges of the segments that may be reordered."""
+    out = []
+    start = -1
+    k = 0
+    for s in fn.body:
+        t = type(s)
+        if t is Instruction:
+            if effect_kind(s) == BARRIER:
+                if start >= 0:
+                    out.append((start, k))
+                start = -1
+            elif start < 0:
+                start = k
+            k += 1
+        elif t is Raw and s.kind in (COMMENT, LOC):
+            continue
+        elif start >= 0:
+            out.append((start, k))
+            start = -1
+    if start >= 0:
+        out.append((start, k))
+    return [(a, b) for a, b in out if b - a >= MIN_SEGMENT]
+
+
+def schedule_function(fn: Function) -> Scheduled | None:
+    """The function with each segment in the order of lowest pressure found, or None when no
+    segment is improved."""
+    with gc_paused():
+        ranges = _segment_ranges(fn)
+        if not ranges:
+            return None
+        cfg = CFG(fn)
+        liveness = Liveness(cfg)
+        regs = fn.regs
+        weight = []
+        is_pred = []
+        for c, vec in zip(regs.classes, regs.vec):
+            p = c == RegClass.PRED
+            is_pred.append(p)
+            weight.append(1 if p else vreg_shape(c, vec).units)
+        instrs = cfg.instrs
+        block_of = cfg.block_of
+        after_cache: dict[int, list[int]] = {}
+        order = list(range(len(instrs)))
+        changed = moved = 0
+        for a, b in ranges:
+            blk = block_of[b - 1]
+            after = after_cache.get(blk)
+            if after is None:
+                after = after_cache[blk] = liveness.live_after(blk)
+            live_out = after[b - 1 - cfg.blocks[blk].first]
+            local = _schedule_segment(instrs[a:b], live_out, weight, is_pred)
+            if local is not None:
+                changed += 1
+                for k, x in enumerate(local):
+                    order[a + k] = a + x
+                    moved += x != k
+        if not changed:
+            return None
+        return Scheduled(fn.reordered(order), order, changed, moved)
+
+
+def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
+                      is_pred: list[bool]) -> list[int] | None:
+    """The new order of one segment (local indices), or None when it does not lower the
+    segment's pressure."""
+    n = len(seg)
+    # local register numbering
+    ids: dict[int, int] = {}
+    uses: list[tuple[int, ...]] = []
+    defs: list[tuple[int, ...]] = []
+    kills: list[tuple[int, ...]] = []
+    for ins in seg:
+        u = tuple(ids.setdefault(v, len(ids)) for v in ins.uses)
+        d = tuple(ids.setdefault(v, len(ids)) for v in ins.defs)
+        uses.append(u)
+        defs.append(d)
+        kills.append(d if ins.guard < 0 else ())
+    nregs = len(ids)
+    w = [0] * nregs
+    wp = [False] * nregs
+    live0 = [False] * nregs
+    for v, i in ids.items():
+        w[i] = weight[v]
+        wp[i] = is_pred[v]
+        live0[i] = bool(live_out >> v & 1)
+    # the dependence graph of the original order
+    preds: list[list[int]] = [[] for _ in range(n)]
+    nsucc = [0] * n
+    last_def: dict[int, int] = {}
+    reads: dict[int, list[int]] = {}
+    last_ordered = last_carry = -1
+
+    def edge(x: int, y: int) -> None:
+        preds[y].append(x)
+        nsucc[x] += 1
+
+    need = [0] * n          # Sethi-Ullman number: the registers evaluating j's operands takes
+    for j, ins in enumerate(seg):
+        producers = set()
+        for u in uses[j]:
+            d = last_def.get(u)
+            if d is not None:
+                edge(d, j)
+                producers.add(d)
+        out_w = sum(w[d] for d in defs[j])
+        held = 0
+        nd = out_w
+        for p in sorted(producers, key=need.__getitem__, reverse=True):
+            nd = max(nd, held + need[p])
+            held += sum(w[d] for d in defs[p])
+        need[j] = max(nd, held)
+        for d in defs[j]:
+            x = last_def.get(d)
+            if x is not None:
+                edge(x, j)
+            for r in reads.get(d, ()):
+                edge(r, j)
+        for u in uses[j]:
+            reads.setdefault(u, []).append(j)
+        for d in defs[j]:
+            last_def[d] = j
+            reads[d] = []
+        if effect_kind(ins) == ORDERED:
+            if last_ordered >= 0:
+                edge(last_ordered, j)
+            last_ordered = j
+        if uses_carry(ins):
+            if last_carry >= 0:
+                edge(last_carry, j)
+            last_carry = j
+    touching: list[list[int]] = [[] for _ in range(nregs)]
+    for j in range(n):
+        for r in set(uses[j] + defs[j]):
+            touching[r].append(j)
+
+    live = list(live0)
+
+    def delta(j: int) -> int:
+        dl = 0
+        ks = kills[j]
+        for k in ks:
+            if live[k]:
+                dl -= w[k]
+        for u in uses[j]:
+            if not live[u] or u in ks:
+                dl += w[u]
+        return dl
+
+    heap = [(delta(j), need[j], -j) for j in range(n) if nsucc[j] == 0]
+    heapq.heapify(heap)
+    ready = [nsucc[j] == 0 for j in range(n)]
+    done = [False] * n
+    placed: list[int] = []
+    push = heapq.heappush
+    pop = heapq.heappop
+    while heap:
+        dl, nj, negj = pop(heap)
+        j = -negj
+        if done[j]:
+            continue
+        now = delta(j)
+        if now != dl:
+            push(heap, (now, nj, negj))
+            continue
+        done[j] = True
+        placed.append(j)
+        for k in kills[j]:
+            live[k] = False
+        woke = []
+        for u in uses[j]:
+            if not live[u]:
+                live[u] = True
+                woke.append(u)
+        for p in preds[j]:
+            nsucc[p] -= 1
+            if nsucc[p] == 0:
+                ready[p] = True
+                push(heap, (delta(p), need[p], -p))
+        for r in woke:             # candidates that read or define r got cheaper
+            for c in touching[r]:
+                if ready[c] and not done[c]:
+                    push(heap, (delta(c), need[c], -c))
+    if len(placed) != n:
+        raise AssertionError("the dependence graph of a segment has a cycle")
+    placed.reverse()
+    if placed == list(range(n)):
+        return None
+    old = _pressure(list(range(n)), uses, defs, kills, w, wp, live0)
+    new = _pressure(placed, uses, defs, kills, w, wp, live0)
+    better = (new[0] <= old[0] and new[1] <= old[1]
+              and (new[0] < old[0] or new[1] < old[1] or new[2] < old[2]))
+    return placed if better else None
+
+
+def _pressure(order: list[int], uses, defs, kills, w, wp, live0) -> tuple[int, int, int]:
+    """(peak general-register units, peak predicates, sum of general-register units over the
+    instructions) of a segment in ``order``, counting the registers it touches."""
+    live = list(live0)
+    g = sum(x for x, p, l in zip(w, wp, live) if l and not p)
+    pr = sum(1 for p, l in zip(wp, live) if l and p)
+    peak_g = peak_p = total = 0
+    for j in reversed(order):
+        eg, ep = g, pr
+        for d in defs[j]:
+            if not live[d]:
+                if wp[d]:
+                    ep += 1
+                else:
+                    eg += w[d]
+        if eg > peak_g:
+            peak_g = eg
+        if ep > peak_p:
+            peak_p = ep
+        total += eg
+        for k in kills[j]:
+            if live[k]:
+                live[k] = False
+                if wp[k]:
+                    pr -= 1
+                else:
+                    g -= w[k]
+        for u in uses[j]:
+            if not live[u]:
+                live[u] = True
+                if wp[u]:
+                    pr += 1
+                else:
+                    g += w[u]
+    return peak_g, peak_p, total
+

@@ -1,0 +1,230 @@
+"""Pressure-aware scheduling within blocks (issue 13, seed 002 "Instruction Scheduling
+Interaction"): what the pass does on hand-written PTX (loads interleaved with their uses, a
+barrier never crossed, memory order kept), its translation validator refuting wrong schedules
+(RAW, WAR, WAW, guards, memory order, barriers, carry chain, malformed lines), and the whole
+chain — schedule, allocate, ``verify ORIGINAL ALLOCATED`` — proven and assembled."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import DATA
+from ptxalloc import ptxas
+from ptxalloc.analysis import analyze_function
+from ptxalloc.cli import main
+from ptxalloc.errors import VerificationError
+from ptxalloc.ir.effects import BARRIER, ORDERED, PURE, effect_kind
+from ptxalloc.passes.schedule import schedule_function
+from ptxalloc.pipeline import allocate
+from ptxalloc.ptx import parse, parse_file
+from ptxalloc.target.sm import profile_for_module
+from ptxalloc.verify import parse_allocated, verify_modules
+from ptxalloc.verify.schedule import check_schedule
+
+LOADS = DATA / "hand" / "sched_loads.ptx"
+BARRIER_FILE = DATA / "hand" / "sched_barrier.ptx"
+
+
+def max_live(fn, module) -> int:
+    return analyze_function(fn, profile_for_module(None, module)).pressure.max_live
+
+
+def render(fn) -> list[str]:
+    return [i.render(fn.regs.names.__getitem__) for i in fn.instructions()]
+
+
+def test_loads_interleave_with_their_uses():
+    module = parse_file(str(LOADS))
+    fn = module.functions[0]
+    s = schedule_function(fn)
+    assert s is not None
+    assert max_live(fn, module) == 11
+    assert max_live(s.function, module) == 6
+    text = render(s.function)
+    # each add right after the load it needs
+    for k in range(3, 9):
+        i = text.index(f"ld.global.f32\t%f{k}, [%rd3+{4 * (k - 1)}];")
+        assert text[i + 1].startswith(f"add.f32\t%f{k + 7},"), text
+    # the memory accesses keep their order
+    mem = [t for t in render(fn) if t.startswith(("ld.", "st."))]
+    assert [t for t in text if t.startswith(("ld.", "st."))] == mem
+    check_schedule(fn, s.order)
+
+
+def test_the_whole_chain_is_proven_and_saves_registers(tmp_path, capsys):
+    text = LOADS.read_text()
+    plain = allocate(text, 255, filename=str(LOADS))
+    res = allocate(text, 255, knobs={"schedule": 1}, filename=str(LOADS))
+    f = res.functions[0]
+    assert f.verified and f.extra["schedule"]["moved"] > 0
+    assert f.registers == 6 < plain.functions[0].registers == 11
+    assert re.search(r"//@ptxalloc .* schedule=1\n\t//@schedule 0 2 1 3-4 11 5 12 6 13 ", res.ptx)
+    out = tmp_path / "out.ptx"
+    out.write_text(res.ptx)
+    assert main(["verify", str(LOADS), str(out)]) == 0
+    assert "verified:" in capsys.readouterr().out
+    # the CLI switch
+    out2 = tmp_path / "cli.ptx"
+    assert main(["allocate", str(LOADS), "--registers", "255", "--knob", "schedule=1",
+                 "-o", str(out2)]) == 0
+    assert "schedule=1" in out2.read_text()
+    assert main(["allocate", str(LOADS), "--knob", "schedule=2", "-o", str(out2)]) == 2
+    assert "at most 1" in capsys.readouterr().err
+
+
+def test_off_by_default():
+    res = allocate(LOADS.read_text(), 255, filename=str(LOADS))
+    assert "schedule=" not in res.ptx and "//@schedule" not in res.ptx
+    assert "schedule" not in res.functions[0].extra
+
+
+def test_a_barrier_is_never_crossed():
+    module = parse_file(str(BARRIER_FILE))
+    fn = module.functions[0]
+    s = schedule_function(fn)
+    order = s.order if s else list(range(len(fn.instructions())))
+    bar = render(fn).index("bar.sync\t0;")
+    assert order[bar] == bar
+    assert sorted(order[:bar]) == list(range(bar))
+    # without the barrier the same code is interleaved: the test can tell
+    free = parse(BARRIER_FILE.read_text().replace("\tbar.sync \t0;\n", ""), "nobar.ptx")
+    s2 = schedule_function(free.functions[0])
+    assert s2 is not None
+    text = render(s2.function)
+    assert text.index("add.f32\t%f9, %f1, %f2;") < text.index("ld.global.f32\t%f4, [%rd3+12];")
+
+
+def test_effect_kinds():
+    module = parse(
+        ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n"
+        ".reg .b32 %r<4>;\n.reg .b64 %rd<3>;\n.reg .f32 %f<2>;\n"
+        "ld.param.u64 %rd1, [p];\nmov.u32 %r1, %tid.x;\nmov.u32 %r2, %clock;\n"
+        "ld.volatile.global.u32 %r3, [%rd1];\nld.global.nc.f32 %f1, [%rd1];\n"
+        "atom.global.add.u32 %r3, [%rd1], 1;\nshfl.sync.bfly.b32 %r3, %r1, 1, 31, -1;\n"
+        "cp.async.wait_all;\nadd.s32 %r3, %r1, 1;\nret;\n}\n", "k.ptx")
+    kinds = [effect_kind(i) for i in module.functions[0].instructions()]
+    assert kinds == [ORDERED, PURE, BARRIER, BARRIER, ORDERED, BARRIER, ORDERED, BARRIER, PURE,
+                     BARRIER]
+
+
+VALIDATE = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry v(.param .u64 v_p)
+{
+	.reg .pred %p<3>;
+	.reg .b32 %r<10>;
+	.reg .b64 %rd<3>;
+	ld.param.u64 %rd1, [v_p];
+	ld.global.u32 %r1, [%rd1];
+	ld.global.u32 %r2, [%rd1+4];
+	add.s32 %r3, %r1, %r2;
+	mov.u32 %r4, %r3;
+	mov.u32 %r3, 7;
+	setp.lt.s32 %p1, %r4, 5;
+	@%p1 mov.u32 %r4, 9;
+	add.cc.u32 %r5, %r4, %r3;
+	addc.u32 %r6, %r4, 0;
+	add.cc.u32 %r7, %r2, 1;
+	addc.u32 %r8, %r2, 0;
+	bar.sync 0;
+	add.s32 %r9, %r1, 1;
+	st.global.u32 [%rd1], %r9;
+	ret;
+}
+"""
+
+
+def _swap(order: list[int], a: int, b: int) -> list[int]:
+    order = list(order)
+    order[a], order[b] = order[b], order[a]
+    return order
+
+
+@pytest.mark.parametrize("a,b,why", [
+    (2, 3, r"reads %r2"),                                   # RAW
+    (4, 5, r"overwrites %r3, which that one reads"),        # WAR
+    (1, 2, r"memory accesses .* keep their order"),          # two loads
+    (6, 7, r"reads %p1"),                                    # a guard is a read
+    (8, 10, r"carry flag"),                                  # interleaved carry chains
+    (12, 13, r"out of its segment"),                         # across the barrier
+])
+def test_the_validator_refutes_a_wrong_schedule(a, b, why):
+    fn = parse(VALIDATE, "v.ptx").functions[0]
+    n = len(fn.instructions())
+    check_schedule(fn, list(range(n)))
+    with pytest.raises(VerificationError, match=why):
+        check_schedule(fn, _swap(list(range(n)), a, b))
+
+
+def test_a_guarded_definition_keeps_its_place_among_definitions():
+    """``@p mov r, 2`` after ``mov r, 1``: when p is false the first value flows on, so the two
+    definitions keep their order though nothing reads r between them."""
+    fn = parse(VALIDATE.replace("\tld.global.u32 %r1, [%rd1];\n",
+                                "\tmov.u32 %r1, 1;\n\t@%p2 mov.u32 %r1, 2;\n"), "g.ptx").functions[0]
+    n = len(fn.instructions())
+    check_schedule(fn, list(range(n)))
+    with pytest.raises(VerificationError, match="both write %r1"):
+        check_schedule(fn, _swap(list(range(n)), 1, 2))
+
+
+def test_the_validator_accepts_independent_moves():
+    fn = parse(VALIDATE, "v.ptx").functions[0]
+    n = len(fn.instructions())
+    # 'mov.u32 %r3, 7' (5) and 'setp' (6) touch different registers
+    check_schedule(fn, _swap(list(range(n)), 5, 6))
+    # ... and 'mov.u32 %r3, 7' sinks past the guarded move to just before its reader (8)
+    check_schedule(fn, [0, 1, 2, 3, 4, 6, 7, 5] + list(range(8, n)))
+
+
+def test_verify_refutes_a_tampered_schedule():
+    text = LOADS.read_text()
+    good = allocate(text, 255, knobs={"schedule": 1}, filename=str(LOADS)).ptx
+    original = parse(text, "orig.ptx")
+    verify_modules(original, parse_allocated(good, "alloc.ptx"))
+    lines = good.split("\n")
+    # swap an add with the load it reads, in the text and in the recorded order alike
+    i_ld = next(i for i, l in enumerate(lines) if re.search(r"ld\.global\.f32\t%R\d+, \[%RD\d\+8\]", l))
+    i_add = i_ld + 1
+    assert lines[i_add].lstrip().startswith("add.f32")
+    lines[i_ld], lines[i_add] = lines[i_add], lines[i_ld]
+    k = next(i for i, l in enumerate(lines) if l.lstrip().startswith("//@schedule"))
+    lines[k] = lines[k].replace(" 5 12 ", " 12 5 ")
+    with pytest.raises(VerificationError, match="depends on"):
+        verify_modules(original, parse_allocated("\n".join(lines), "alloc.ptx"))
+    # a schedule line that is not a permutation
+    bad = good.replace("//@schedule 0 2 1", "//@schedule 0 2 2")
+    with pytest.raises(VerificationError, match="not a permutation"):
+        verify_modules(original, parse_allocated(bad, "alloc.ptx"))
+    # schedule lines without schedule=1 in the header are an unknown annotation
+    bad = good.replace(" schedule=1", "")
+    with pytest.raises(VerificationError, match="unknown annotation"):
+        verify_modules(original, parse_allocated(bad, "alloc.ptx"))
+
+
+def test_chaining_a_scheduled_output():
+    """Allocating a scheduled output again: its //@schedule lines are neutralized, and the
+    second step is proven against the first output."""
+    first = allocate(LOADS.read_text(), 255, knobs={"schedule": 1}, filename="first.ptx").ptx
+    second = allocate(first, 16, knobs={"schedule": 1}, filename="first.ptx").ptx
+    assert "// @schedule" in second
+    verify_modules(parse(first, "first.ptx"), parse_allocated(second, "second.ptx"))
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("path", [LOADS, BARRIER_FILE, DATA / "pressure_sm80.ptx",
+                                  DATA / "tensor_sm80.ptx", DATA / "loops_sm80.ptx"],
+                         ids=lambda p: p.name)
+@pytest.mark.parametrize("allocator,k", [("briggs", 32), ("fatpoint", 255)])
+def test_scheduled_allocations_are_proven_and_assemble(path, allocator, k):
+    if not ptxas.available():
+        pytest.skip("ptxas is not on the PATH")
+    text = path.read_text()
+    res = allocate(text, k, allocator, knobs={"schedule": 1}, filename=str(path))
+    assert {f.verified for f in res.functions} == {True}
+    verify_modules(parse(text, str(path)), parse_allocated(res.ptx, "alloc.ptx"))
+    arch = parse(text, str(path)).sm or "sm_80"
+    out = ptxas.assemble(res.ptx, arch)
+    assert out.ok, out.output
