@@ -120,3 +120,17 @@ def test_serialization_warning_reaches_stderr_and_the_report_without_verbose(tmp
     assert "function 'four_groups': warning: wgmma.mma_async instructions are serialized" in err
     (row,) = json.loads(report.read_text())["functions"]
     assert any(w.startswith("wgmma.mma_async instructions are serialized") for w in row["warnings"])
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("k", [255, 128, 40, 32])
+@pytest.mark.parametrize("allocator", ["briggs", "fatpoint", "linear"])
+def test_accumulator_with_a_b32_member_among_f32_ones(k, allocator):
+    """Issue 11 reported a wgmma accumulator holding a .b32 register among .f32 ones failing its
+    proof at K = 128 and 255 (and written wrong under --no-verify). Not reproduced on this
+    hand-written kernel before or after the in-flight dataflow; it guards the shape: every
+    budget, every allocator, proven and assembled, the mixed member a plain 32-bit register."""
+    _, res = _allocate(DATA / "wgmma" / "wgmma_mixed_accumulator_sm90a.ptx", k, allocator)
+    (fr,) = res.functions
+    assert 0 < fr.registers <= k
+    _assembles(res)
