@@ -24,7 +24,7 @@ from ptxalloc.verify import verify_module_text
 
 BUDGETS = (15, 255)
 #: the exact allocator is proven on the small functions it can solve (tests/unit/test_optimal.py)
-ALLOCATORS = [a for a in api.names() if a != "optimal"]
+ALLOCATORS = api.names(heuristics_only=True)
 
 #: (allocator, budget) -> counters, filled by the tests and printed by the last one
 STATS: dict[tuple[str, int], dict[str, float]] = {

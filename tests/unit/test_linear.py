@@ -53,6 +53,15 @@ def test_registry_lists_the_three_allocators_and_the_cli_offers_exactly_those():
         api.get("nonesuch")
 
 
+
+def test_corpus_wide_runs_leave_the_exact_allocator_out():
+    """The corpus tests and the benches take ``api.names(heuristics_only=True)``: the optimal
+    allocator (a solver with a time limit per function) is a yardstick for small functions,
+    and a corpus-wide run of it took minutes per file."""
+    assert api.names()[-1] == "optimal" and getattr(api.get("optimal"), "exact", False)
+    assert api.names(heuristics_only=True) == [n for n in api.names() if n != "optimal"]
+
+
 def test_unknown_allocator_is_a_one_line_error():
     module = parse((REPO / "examples" / "saxpy_poly.ptx").read_text(), "saxpy_poly.ptx")
     with pytest.raises(AllocationError, match="unknown allocator 'nonesuch' .*linear"):
