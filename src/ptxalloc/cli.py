@@ -61,7 +61,10 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     # with --emit - the module is standard output and the summary goes to standard error
     info = sys.stderr if args.emit == STDIO else sys.stdout
     if args.json:
-        print(json.dumps({"functions": rows}, indent=2), file=info)
+        from .report.schema import header
+        from .target.sm import arch_of_target
+        print(json.dumps({**header("parse", module.filename, arch_of_target(module.target)),
+                          "functions": rows}, indent=2), file=info)
     else:
         print(f"{module.filename}: PTX {module.version or '?'} {' '.join(module.target)}, "
               f"{len(rows)} function(s)", file=info)
@@ -178,7 +181,9 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
                                  budget_from=limit.source, files=files, lines=args.lines,
                                  block=block))
     if args.json:
-        print(json.dumps({"functions": rows}, indent=2))
+        from .report.schema import header
+        print(json.dumps({**header("analyze", module.filename, sm.name), "functions": rows},
+                         indent=2))
     else:
         print(format_text(rows, sm, module.filename, peak_values))
     return 0

@@ -76,6 +76,7 @@ class FunctionResult:
     predicates: int = 0
     max_live: int = 0               # the function as written: what ``analyze`` reports
     max_live_legalized: int = 0     # what the allocator starts from (see _max_live_as_written)
+    max_live_predicates: int = 0    # predicates live at once in the function as written
     spill_stores_bytes: int = 0
     spill_loads_bytes: int = 0
     stack_frame_bytes: int = 0
@@ -94,9 +95,12 @@ class FunctionResult:
 
     def report(self) -> dict:
         row = {k: getattr(self, k) for k in (
-            "name", "allocator", "budget", "registers", "predicates", "max_live",
+            "name", "allocator", "budget", "registers", "predicates")}
+        # MaxLive has one shape in every report (``analyze`` has the same key)
+        row["max_live"] = {"registers": self.max_live, "predicates": self.max_live_predicates}
+        row.update({k: getattr(self, k) for k in (
             "max_live_legalized", "spill_stores_bytes", "spill_loads_bytes", "stack_frame_bytes", "spilled_values",
-            "rematerialized", "moves", "moves_coalesced", "rounds", "verified")}
+            "rematerialized", "moves", "moves_coalesced", "rounds", "verified")})
         row["seconds"] = {k: round(v, 6) for k, v in self.seconds.items()}
         row["warnings"] = self.warnings
         row.update(self.extra)
@@ -109,13 +113,15 @@ class FunctionResult:
         return [n[len("warning: "):] for n in self.notes if n.startswith("warning: ")]
 
 
-def _max_live_as_written(fn: Function) -> int:
+def _max_live_as_written(fn: Function) -> tuple[int, int]:
     """MaxLive of the function as written, as ``analyze`` reports it. The allocator starts
     from a rewritten copy — tuple legalization's copies, the convention's binding copies, the
     registers of asynchronous instructions kept live until their wait — whose MaxLive
-    (``max_live_legalized``) can be higher; both are reported, each under its own name."""
+    (``max_live_legalized``) can be higher; both are reported, each under its own name.
+    Returns the general registers and the predicates."""
     cfg = CFG(fn)
-    return Pressure(cfg, Liveness(cfg), find_tuples(fn, cfg.instrs)).max_live
+    p = Pressure(cfg, Liveness(cfg), find_tuples(fn, cfg.instrs))
+    return p.max_live, p.max_preds
 
 
 def check_feasible(fn: Function, regfile: RegFile, pinned: set[int],
@@ -271,7 +277,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
                 first_max_live = analysis.pressure.max_live
                 written_max_live = (_max_live_as_written(fn)
                                     if len(work.regs) != len(fn.regs) or in_flight
-                                    else first_max_live)
+                                    else (first_max_live, analysis.pressure.max_preds))
             if info.active:
                 convention.cost_factors(analysis, conv, info)
             problem = Problem.from_analysis(
@@ -307,7 +313,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
             if to_spill:
                 work = rewrite_spills(work, to_spill, remat, state)
             t = tick("spill", t)
-        result.max_live = written_max_live or 0
+        result.max_live, result.max_live_predicates = written_max_live or (0, 0)
         result.max_live_legalized = first_max_live or 0
         _finish(fn, work, problem, coloring, state, result, sm, budget, options, pinned,
                 conv, info, analysis, session)
