@@ -31,6 +31,10 @@ def reports(capsys, path) -> dict[str, dict]:
         "parse": run_json(capsys, ["parse", p, "--json"]),
         "analyze": run_json(capsys, ["analyze", p, "--json", "--lines"]),
         "allocate": run_json(capsys, ["allocate", p, "-o", "/dev/null", "--json", "-"]),
+        "allocate-fatpoint": run_json(capsys, ["allocate", p, "-o", "/dev/null", "--json", "-",
+                                               "--allocator", "fatpoint", "--registers",
+                                               "auto"]),
+        "diff": run_json(capsys, ["diff", p, p, "--json", "--registers", "32"]),
     }
 
 
@@ -38,11 +42,16 @@ def reports(capsys, path) -> dict[str, dict]:
                          ids=["own", "triton"])
 def test_every_command_has_the_header(capsys, path, arch):
     for command, report in reports(capsys, path).items():
+        command = command.split("-")[0]
         assert list(report)[:4] == ["schema", "version", "file", "arch"], command
         assert report["schema"] == f"ptxalloc/{command}/1"
         assert report["version"] == ptxalloc.__version__
-        assert report["file"] == str(path)
-        assert report["arch"] == arch
+        if command == "diff":
+            assert report["file"] is report["arch"] is None
+            assert report["old"] == report["new"] == {"file": str(path), "arch": arch}
+        else:
+            assert report["file"] == str(path)
+            assert report["arch"] == arch
         assert report["functions"]
 
 
@@ -51,7 +60,10 @@ def test_max_live_has_one_shape(capsys, path):
     r = reports(capsys, path)
     analyzed = {f["name"]: f["max_live"] for f in r["analyze"]["functions"]}
     allocated = {f["name"]: f["max_live"] for f in r["allocate"]["functions"]}
-    assert analyzed == allocated
+    fatpoint = {f["name"]: f["max_live"] for f in r["allocate-fatpoint"]["functions"]}
+    compared = {f["name"]: {"registers": f["old"]["max_live"]} for f in r["diff"]["functions"]}
+    assert analyzed == allocated == fatpoint
+    assert compared == {n: {"registers": m["registers"]} for n, m in analyzed.items()}
     for ml in analyzed.values():
         assert set(ml) == {"registers", "predicates"} and ml["registers"] > 0
 
