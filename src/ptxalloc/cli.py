@@ -235,7 +235,8 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     budget = _budget(args.registers, allow_auto=True)
     knobs = _knobs(args, budget)
     output = STDIO if args.output is None else args.output
-    check_paths([args.file], {"the PTX (-o)": output, "--json": args.json})
+    check_paths([args.file], {"the PTX (-o)": output, "--json": args.json,
+                              "--remarks": args.remarks})
     module = _load(args)
     _select(module, args.function)
     try:
@@ -250,14 +251,22 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     outputs = [(output, result.ptx)]
     if args.json:
         outputs.append((args.json, json.dumps(result.report(), indent=2) + "\n"))
+    if args.remarks:
+        from .analysis.sources import source_files
+        from .report.remarks import remarks_yaml
+        outputs.append((args.remarks, remarks_yaml(result.functions, source_files(module))))
     write_outputs(outputs)
     for fr in result.functions:
         for warning in fr.warnings:
             print(f"ptxalloc: {module.filename}: function '{fr.name}': warning: {warning}",
                   file=sys.stderr)
-    if args.verbose:
+    if args.verbose or args.format == "cuobjdump":
         on_stdout = any(p == STDIO or own_descriptor(p) == 1 for p, _ in outputs)
         info = sys.stderr if on_stdout else sys.stdout
+        if args.format == "cuobjdump":
+            from .report.allocation_report import cuobjdump_lines
+            print("\n".join(cuobjdump_lines(result.functions)), file=info)
+            return 0
         for fr in result.functions:
             for line in verbose_lines(fr, result.sm, module.function(fr.name).kind,
                                       spill_lines(fr.extra["spills"])):
@@ -423,6 +432,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--function", metavar="NAME", help="allocate only this function")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="per function, ptxas-style figures, moves, rounds and time")
+    p.add_argument("--format", choices=("ptxas", "cuobjdump"), default="ptxas",
+                   help="what -v prints: ptxas's '-v' lines (default) or, implying -v, "
+                   "'cuobjdump -res-usage' lines (REG:.. STACK:.. SHARED:? LOCAL:..; shared "
+                   "memory, constant banks, textures are not known to ptxalloc)")
+    p.add_argument("--remarks", metavar="FILE.yaml", help="write the spills as LLVM "
+                   "optimization records (--- !Missed, Pass: regalloc), as opt-viewer reads")
     p.add_argument("--json", metavar="REPORT.json", help="write the report as JSON ('-': "
                    "standard output, when -o names a file)")
     p.add_argument("--no-verify", action="store_true",
