@@ -99,16 +99,15 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
 
 def _select(module, name: str | None):
-    from .errors import UsageError
+    """The functions ``--function`` names (all without it): a PTX name, a demangled one or
+    a unique substring (:mod:`ptxalloc.names`)."""
+    from .names import resolve_function
 
     fns = module.functions
     if name is None:
         return fns
-    chosen = [f for f in fns if f.name == name]
-    if not chosen:
-        known = ", ".join(f.name for f in fns[:20])
-        raise UsageError(f"{module.filename}: no function named '{name}' (functions: {known})")
-    return chosen
+    name = resolve_function([f.name for f in fns], name, module.filename)
+    return [f for f in fns if f.name == name]
 
 
 def _budget(text: str | None, allow_auto: bool = False) -> int | str | None:
@@ -238,9 +237,9 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     check_paths([args.file], {"the PTX (-o)": output, "--json": args.json,
                               "--remarks": args.remarks})
     module = _load(args)
-    _select(module, args.function)
+    function = _select(module, args.function)[0].name if args.function else None
     try:
-        result = allocate_module(module, budget, args.allocator, args.arch, args.function,
+        result = allocate_module(module, budget, args.allocator, args.arch, function,
                                  verify=not args.no_verify,
                                  options=Options(allocator=args.allocator, knobs=knobs),
                                  maxrregcount=_maxrregcount(args.maxrregcount),
@@ -408,9 +407,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="register pressure, interference and occupancy",
                        epilog=EXIT_CODES)
     p.add_argument("file")
-    p.add_argument("--function", metavar="NAME", help="only this function")
+    p.add_argument("--function", metavar="NAME", help="only this function: its PTX name, "
+                   "its demangled name (c++filt) or a substring naming one function")
     p.add_argument("--registers", metavar="K", help="a budget to report occupancy for, 1..255 "
-                   "or 'seed' (default: ptxas's register limit per function)")
+                   "or 'seed' (CICC's constant 15) (default: ptxas's register limit per "
+                   "function)")
     _add_ptxas_flags(p)
     p.add_argument("--lines", action="store_true", help="registers and predicates live at "
                    "every PTX line, the most per source line (.loc/.file), a histogram")
@@ -429,7 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT.ptx",
                    help="write the PTX here, '-' for standard output (the default)")
     _add_allocation_options(p)
-    p.add_argument("--function", metavar="NAME", help="allocate only this function")
+    p.add_argument("--function", metavar="NAME", help="allocate only this function: its PTX "
+                   "name, its demangled name (c++filt) or a substring naming one function")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="per function, ptxas-style figures, moves, rounds and time")
     p.add_argument("--format", choices=("ptxas", "cuobjdump"), default="ptxas",
