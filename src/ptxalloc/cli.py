@@ -14,12 +14,29 @@ import os
 import sys
 
 from . import __version__
-from .errors import PtxallocError
+from .errors import PtxallocError, UsageError
 
 EXIT_CODES = """exit status: 0 success; 1 refuted: verify found the allocation wrong, or allocate's
 own checker refuted its allocation (an internal error, nothing written); 2 bad input or usage
 (also an output that cannot be written); 3 internal error; 130 interrupted.
 '-' as FILE reads standard input; '-' as an output writes standard output."""
+
+DIFF_HELP = """Compare two builds of a module per function (matched by name): registers used,
+MaxLive, spill bytes (stores + loads) and occupancy (percent of the SM's warps at the launch
+bound's block size, else 256). A PTX input is allocated with the options given (the same for
+both); a JSON input is an 'allocate --json' report used as written. The totals are over the
+affected functions (those in both inputs where a figure changed), in Mesa's style:
+'Totals from N affected functions: spill bytes 448 -> 447 (-0.22 %)'."""
+
+DIFF_EPILOG = """--fail-on grammar: comma-separated METRIC=SIGN NUMBER[%], no spaces, where
+  METRIC is registers, max-live, spill-bytes or occupancy (percentage points);
+  SIGN '+' trips when some function's figure rises by more than NUMBER,
+  SIGN '-' trips when it falls by more than NUMBER;
+  '%' makes NUMBER a percentage of the old figure (from 0, any change that way trips).
+  Examples: registers=+0 (any rise), spill-bytes=+10%, occupancy=-1.
+  Functions in only one input are listed and never trip.
+exit status: 0 no threshold tripped; 1 a threshold tripped (each printed on stderr);
+2 bad input or usage; 3 internal error."""
 
 
 def _load(args: argparse.Namespace):
@@ -28,14 +45,19 @@ def _load(args: argparse.Namespace):
     from .ptx import parse_file
 
     module = parse_file(args.file)
+    _warn(module, args.strict)
+    return module
+
+
+def _warn(module, strict: bool) -> None:
+    """Print a parsed module's warnings on stderr; under ``strict`` raise them (exit 2)."""
     warnings = module.warnings
-    if args.strict and warnings:
+    if strict and warnings:
         for w in warnings[:-1]:
             print(f"ptxalloc: {w.as_error()}", file=sys.stderr)
         raise warnings[-1].as_error()
     for w in warnings:
         print(w, file=sys.stderr)
-    return module
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
@@ -62,7 +84,10 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     # with --emit - the module is standard output and the summary goes to standard error
     info = sys.stderr if args.emit == STDIO else sys.stdout
     if args.json:
-        print(json.dumps({"functions": rows}, indent=2), file=info)
+        from .report.schema import header
+        from .target.sm import arch_of_target
+        print(json.dumps({**header("parse", module.filename, arch_of_target(module.target)),
+                          "functions": rows}, indent=2), file=info)
     else:
         print(f"{module.filename}: PTX {module.version or '?'} {' '.join(module.target)}, "
               f"{len(rows)} function(s)", file=info)
@@ -75,16 +100,15 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
 
 def _select(module, name: str | None):
-    from .errors import UsageError
+    """The functions ``--function`` names (all without it): a PTX name, a demangled one or
+    a unique substring (:mod:`ptxalloc.names`)."""
+    from .names import resolve_function
 
     fns = module.functions
     if name is None:
         return fns
-    chosen = [f for f in fns if f.name == name]
-    if not chosen:
-        known = ", ".join(f.name for f in fns[:20])
-        raise UsageError(f"{module.filename}: no function named '{name}' (functions: {known})")
-    return chosen
+    name = resolve_function([f.name for f in fns], name, module.filename)
+    return [f for f in fns if f.name == name]
 
 
 def _budget(text: str | None, allow_auto: bool = False) -> int | str | None:
@@ -180,17 +204,29 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
                                  budget_from=limit.source, files=files, lines=args.lines,
                                  block=block))
     if args.json:
-        print(json.dumps({"functions": rows}, indent=2))
+        from .report.schema import header
+        print(json.dumps({**header("analyze", module.filename, sm.name), "functions": rows},
+                         indent=2))
     else:
         print(format_text(rows, sm, module.filename, peak_values))
     return 0
+
+
+def _knobs(args: argparse.Namespace, budget) -> dict[str, float]:
+    """``--knob`` values, with a warning on stderr for each that nothing reads with the
+    chosen allocator and budget."""
+    from .alloc.knobs import inapplicable, parse_knobs
+
+    knobs = parse_knobs(args.knob)
+    for w in inapplicable(knobs, args.allocator, budget):
+        print(f"ptxalloc: warning: {w}", file=sys.stderr)
+    return knobs
 
 
 def _cmd_allocate(args: argparse.Namespace) -> int:
     """Everything is computed (allocation, proof, report) before the first output is written:
     a failure leaves every output untouched."""
     from .alloc.driver import Options
-    from .alloc.knobs import parse_knobs
     from .errors import InternalError, VerificationError
     from .files import STDIO, check_paths, own_descriptor, write_outputs
     from .pipeline import allocate_module
@@ -198,13 +234,14 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     from .report.spill_report import spill_lines
 
     budget = _budget(args.registers, allow_auto=True)
-    knobs = parse_knobs(args.knob)
+    knobs = _knobs(args, budget)
     output = STDIO if args.output is None else args.output
-    check_paths([args.file], {"the PTX (-o)": output, "--json": args.json})
+    check_paths([args.file], {"the PTX (-o)": output, "--json": args.json,
+                              "--remarks": args.remarks})
     module = _load(args)
-    _select(module, args.function)
+    function = _select(module, args.function)[0].name if args.function else None
     try:
-        result = allocate_module(module, budget, args.allocator, args.arch, args.function,
+        result = allocate_module(module, budget, args.allocator, args.arch, function,
                                  verify=not args.no_verify,
                                  options=Options(allocator=args.allocator, knobs=knobs,
                                                  time_limit=_time_limit(args.time_limit)),
@@ -216,14 +253,22 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     outputs = [(output, result.ptx)]
     if args.json:
         outputs.append((args.json, json.dumps(result.report(), indent=2) + "\n"))
+    if args.remarks:
+        from .analysis.sources import source_files
+        from .report.remarks import remarks_yaml
+        outputs.append((args.remarks, remarks_yaml(result.functions, source_files(module))))
     write_outputs(outputs)
     for fr in result.functions:
         for warning in fr.warnings:
             print(f"ptxalloc: {module.filename}: function '{fr.name}': warning: {warning}",
                   file=sys.stderr)
-    if args.verbose:
+    if args.verbose or args.format == "cuobjdump":
         on_stdout = any(p == STDIO or own_descriptor(p) == 1 for p, _ in outputs)
         info = sys.stderr if on_stdout else sys.stdout
+        if args.format == "cuobjdump":
+            from .report.allocation_report import cuobjdump_lines
+            print("\n".join(cuobjdump_lines(result.functions)), file=info)
+            return 0
         for fr in result.functions:
             for line in verbose_lines(fr, result.sm, module.function(fr.name).kind,
                                       spill_lines(fr.extra["spills"])):
@@ -260,6 +305,66 @@ def _time_limit(text: str) -> float:
     if not 0 < seconds < float("inf"):
         raise UsageError(f"--time-limit must be a positive number of seconds, not '{text}'")
     return seconds
+
+
+def _allocation_report(path: str, args: argparse.Namespace, knobs: dict[str, float]) -> dict:
+    """``diff``'s view of one input: an ``allocate --json`` report as written, or the report of
+    allocating a PTX file with the command's options (proven by the checker)."""
+    from .alloc.driver import Options
+    from .errors import InternalError, VerificationError
+    from .files import read_input
+    from .pipeline import allocate_module
+    from .ptx.parser import parse
+
+    data, name = read_input(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{name}: not UTF-8 text (byte {e.start})") from None
+    if text.lstrip().startswith("{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{name}:{e.lineno}:{e.colno}: not a JSON report: {e.msg}") \
+                from None
+    module = parse(text, name)
+    _warn(module, args.strict)
+    try:
+        return allocate_module(module, _budget(args.registers, allow_auto=True), args.allocator,
+                               args.arch, verify=not args.no_verify,
+                               options=Options(allocator=args.allocator, knobs=knobs),
+                               maxrregcount=_maxrregcount(args.maxrregcount),
+                               override_directive_values=args.override_directive_values
+                               ).report()
+    except VerificationError as e:
+        raise InternalError(f"the allocation of {name} failed its proof; please report: "
+                            f"{e}") from None
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    """``diff OLD NEW``: exit 1 when a ``--fail-on`` threshold trips, else 0."""
+    from .report.diff import compare, format_text, parse_thresholds, tripped
+    from .report.schema import header
+
+    if args.old == args.new == "-":
+        raise UsageError("diff: only one of OLD and NEW can be '-' (standard input)")
+    thresholds = parse_thresholds(args.fail_on)
+    knobs = _knobs(args, _budget(args.registers, allow_auto=True))
+    old = _allocation_report(args.old, args, knobs)
+    new = _allocation_report(args.new, args, knobs)
+    result = compare(old, new, args.old, args.new)
+    trips = tripped(result, thresholds)
+    if args.json:
+        print(json.dumps({**header("diff", None, None),
+                          "old": {"file": args.old, "arch": old.get("arch")},
+                          "new": {"file": args.new, "arch": new.get("arch")},
+                          **result, "fail_on": [t.text for t in thresholds],
+                          "tripped": trips}, indent=2))
+    else:
+        print(format_text(result, args.old, args.new))
+    for t in trips:
+        print(f"ptxalloc: diff: {t}", file=sys.stderr)
+    return 1 if trips else 0
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
@@ -307,6 +412,31 @@ def _time_limit_option(p: argparse.ArgumentParser) -> None:
                    "runs out, the best allocation found and its proven lower bound")
 
 
+def _add_allocation_options(p: argparse.ArgumentParser) -> None:
+    """How ``allocate`` (and ``diff``, allocating both inputs alike) allocates: the allocator,
+    the budget, the knobs, ptxas's flags."""
+    p.add_argument("--allocator", default="briggs", choices=_AllocatorNames(), metavar="NAME",
+                   help="the allocator: %(choices)s (default: %(default)s)")
+    p.add_argument("--registers", metavar="K",
+                   help="register budget for every function, 1..255, overriding the "
+                   "directives; 'seed': CICC's constant 15; 'auto': per function, the "
+                   "occupancy-aware budget ptxas's fat-point allocator computes from MaxLive "
+                   "(its RegTgt* knobs) (default: the limit ptxas uses: 255 per thread, "
+                   ".maxnreg, launch bounds, -maxrregcount)")
+    p.add_argument("--knob", metavar="NAME=VALUE", action="append", default=[],
+                   help="an allocator knob by its ptxas name (repeatable); the knobs, their "
+                   "defaults and who reads them are listed below")
+    _add_ptxas_flags(p)
+
+
+def _knob_epilog() -> str:
+    from .alloc.knobs import help_text
+    return ("knobs (--knob NAME=VALUE; [fatpoint]: read by --allocator fatpoint only,\n"
+            "[budget]: by --registers auto only; [all]: by every allocator; a knob nothing\n"
+            "reads is a warning):\n"
+            + help_text() + "\n\n" + EXIT_CODES)
+
+
 def _strict_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true",
                    help="treat the parser's warnings (duplicate labels or registers, unknown "
@@ -352,9 +482,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="register pressure, interference and occupancy",
                        epilog=EXIT_CODES)
     p.add_argument("file")
-    p.add_argument("--function", metavar="NAME", help="only this function")
+    p.add_argument("--function", metavar="NAME", help="only this function: its PTX name, "
+                   "its demangled name (c++filt) or a substring naming one function")
     p.add_argument("--registers", metavar="K", help="a budget to report occupancy for, 1..255 "
-                   "or 'seed' (default: ptxas's register limit per function)")
+                   "or 'seed' (CICC's constant 15) (default: ptxas's register limit per "
+                   "function)")
     _add_ptxas_flags(p)
     p.add_argument("--lines", action="store_true", help="registers and predicates live at "
                    "every PTX line, the most per source line (.loc/.file), a histogram")
@@ -371,24 +503,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_cmd_analyze)
 
     p = sub.add_parser("allocate", help="allocate registers and write physical PTX",
-                       epilog=EXIT_CODES)
+                       epilog=_knob_epilog(),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file")
     p.add_argument("-o", "--output", metavar="OUT.ptx",
                    help="write the PTX here, '-' for standard output (the default)")
-    p.add_argument("--allocator", default="briggs", choices=_AllocatorNames(), metavar="NAME",
-                   help="the allocator: %(choices)s (default: %(default)s)")
-    p.add_argument("--registers", metavar="K",
-                   help="register budget for every function, 1..255, overriding the "
-                   "directives; 'seed': the seeds' CICC constant 15; 'auto': seed 004's "
-                   "occupancy-aware model picks one per function (default: the limit ptxas "
-                   "uses: 255 per thread, .maxnreg, launch bounds, -maxrregcount)")
-    p.add_argument("--knob", metavar="NAME=VALUE", action="append", default=[],
-                   help="a fat-point allocator knob by its ptxas name, e.g. "
-                   "RegAllocThresholdForDiscardConflicts=50 (repeatable)")
-    _add_ptxas_flags(p)
-    p.add_argument("--function", metavar="NAME", help="allocate only this function")
+    _add_allocation_options(p)
+    p.add_argument("--function", metavar="NAME", help="allocate only this function: its PTX "
+                   "name, its demangled name (c++filt) or a substring naming one function")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="per function, ptxas-style figures, moves, rounds and time")
+    p.add_argument("--format", choices=("ptxas", "cuobjdump"), default="ptxas",
+                   help="what -v prints: ptxas's '-v' lines (default) or, implying -v, "
+                   "'cuobjdump -res-usage' lines (REG:.. STACK:.. SHARED:? LOCAL:..; shared "
+                   "memory, constant banks, textures are not known to ptxalloc)")
+    p.add_argument("--remarks", metavar="FILE.yaml", help="write the spills as LLVM "
+                   "optimization records (--- !Missed, Pass: regalloc), as opt-viewer reads")
     p.add_argument("--json", metavar="REPORT.json", help="write the report as JSON ('-': "
                    "standard output, when -o names a file)")
     p.add_argument("--no-verify", action="store_true",
@@ -426,6 +556,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="analyse instead of allocating (analyze's figures per function)")
     p.add_argument("--no-verify", action="store_true", help="skip the independent checker")
     p.set_defaults(run=_cmd_batch)
+
+    p = sub.add_parser("diff", help="compare two builds per function: registers, MaxLive, "
+                       "spill bytes, occupancy (exit 1 when a --fail-on threshold trips)",
+                       description=DIFF_HELP, epilog=DIFF_EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("old", metavar="OLD", help="a PTX file or an 'allocate --json' report")
+    p.add_argument("new", metavar="NEW", help="a PTX file or an 'allocate --json' report")
+    p.add_argument("--fail-on", metavar="THRESHOLDS",
+                   help="e.g. registers=+2,spill-bytes=+0,occupancy=-1 (grammar below)")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    _add_allocation_options(p)
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip the independent checker on the allocations")
+    _strict_option(p)
+    p.set_defaults(run=_cmd_diff)
 
     p = sub.add_parser("verify", help="prove an allocated PTX file against its original "
                        "(exit 0 proven, 1 refuted, 2 unusable input)", epilog=EXIT_CODES)

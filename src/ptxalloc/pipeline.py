@@ -27,6 +27,7 @@ from .passes.schedule import schedule_function
 from .ptx import emit_function, emit_module
 from .ptx.parser import parse
 from .report.spill_report import explain_spills
+from .target.occupancy import block_size, occupancy
 from .target.register_limit import RegisterLimit, module_limits
 from .target.sm import SMProfile, profile_for_module
 
@@ -41,10 +42,13 @@ class ModuleResult:
     ptx: str
     functions: list[FunctionResult] = field(default_factory=list)
     sm: SMProfile | None = None
+    filename: str | None = None
 
     def report(self) -> dict:
-        """The JSON report: one row per function."""
-        return {"functions": [f.report() for f in self.functions]}
+        """The ``allocate --json`` report (docs/report-schema.md)."""
+        from .report.schema import header
+        return {**header("allocate", self.filename, self.sm.name if self.sm else None),
+                "functions": [f.report() for f in self.functions]}
 
 
 def auto_budget(fn, sm: SMProfile, knobs: dict[str, float] | None = None,
@@ -137,6 +141,7 @@ def allocate_module(module: Module, registers: int | str | None = None,
             mark_scheduled(res.function, scheduled.order)
             res.extra["schedule"] = scheduled.report()
         res.extra["spills"] = explain_spills(fn, res, sm, files)
+        res.extra["occupancy"] = occupancy(sm, res.registers, block_size(fn.directives)).as_dict()
         res.text = emit_function(res.function, res.names.__getitem__)
         texts[fn.name] = res.text
         results.append(res)
@@ -152,7 +157,7 @@ def allocate_module(module: Module, registers: int | str | None = None,
     if verify:
         from .verify import verify_module_text
         verify_module_text(module, text, results)
-    return ModuleResult(text, results, sm)
+    return ModuleResult(text, results, sm, module.filename)
 
 
 def check_within_budget(results: list[FunctionResult]) -> None:

@@ -30,3 +30,7 @@ nvcc -ptx -arch=sm_90 -O3 misc.cu -o misc_sm90.ptx
 
 # the README example (whole-program mode: __noinline__ alone keeps poly() a .func)
 nvcc -ptx -arch=sm_90 -O3 ../../examples/saxpy_poly.cu -o ../../examples/saxpy_poly.ptx
+
+# diff: two builds of one module, the second with more accumulators live (more pressure)
+nvcc -ptx -arch=sm_90 -O3 -DACC=16 diff/acc.cu -o diff/acc16_sm90.ptx
+nvcc -ptx -arch=sm_90 -O3 -DACC=24 diff/acc.cu -o diff/acc24_sm90.ptx

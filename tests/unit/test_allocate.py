@@ -178,14 +178,16 @@ REPORT_KEYS = {"name", "allocator", "budget", "registers", "predicates", "max_li
 
 
 def check_report(rep: dict, k: int, names: list[str]) -> None:
-    assert set(rep) == {"functions"}
+    assert set(rep) == {"schema", "version", "file", "arch", "functions"}
+    assert rep["schema"] == "ptxalloc/allocate/1"
     rows = rep["functions"]
     assert [r["name"] for r in rows] == names
     for r in rows:
         assert REPORT_KEYS <= set(r), REPORT_KEYS - set(r)
         assert r["allocator"] == "briggs" and r["budget"] == k
-        for key in REPORT_KEYS - {"name", "allocator", "verified", "seconds"}:
+        for key in REPORT_KEYS - {"name", "allocator", "verified", "seconds", "max_live"}:
             assert type(r[key]) is int and r[key] >= 0, key
+        assert set(r["max_live"]) == {"registers", "predicates"}
         assert r["registers"] <= k and r["predicates"] <= 7
         assert r["stack_frame_bytes"] % 16 == 0
         assert r["moves_coalesced"] <= r["moves"] and r["rounds"] >= 1
@@ -219,7 +221,7 @@ def test_cli_allocate_writes_ptx_json_and_verbose_lines(tmp_path):
         assert lines[i + 2] == f"ptxas info    : Used {r['registers']} registers"
         assert lines[i + 3] == (f"ptxalloc info : {r['name']}: briggs, budget 24 from "
                                 f"--registers 24, sm_80; {r['predicates']} predicates "
-                                f"(MaxLive {r['max_live']})")
+                                f"(MaxLive {r['max_live']['registers']})")
         assert re.match(rf"\s+{r['moves_coalesced']} of {r['moves']} moves coalesced, .*"
                         rf"{r['rounds']} round\(s\), .*\d ms$", lines[i + 4])
     assert sum("Used " in ln for ln in lines) == len(names)

@@ -96,6 +96,7 @@ class FunctionResult:
     predicates: int = 0
     max_live: int = 0               # the function as written: what ``analyze`` reports
     max_live_legalized: int = 0     # what the allocator starts from (see _max_live_as_written)
+    max_live_predicates: int = 0    # predicates live at once in the function as written
     spill_stores_bytes: int = 0
     spill_loads_bytes: int = 0
     stack_frame_bytes: int = 0
@@ -115,9 +116,12 @@ class FunctionResult:
     def report(self) -> dict:
         """The function's row of the JSON report (``extra`` fields last)."""
         row = {k: getattr(self, k) for k in (
-            "name", "allocator", "budget", "registers", "predicates", "max_live",
+            "name", "allocator", "budget", "registers", "predicates")}
+        # MaxLive has one shape in every report (``analyze`` has the same key)
+        row["max_live"] = {"registers": self.max_live, "predicates": self.max_live_predicates}
+        row.update({k: getattr(self, k) for k in (
             "max_live_legalized", "spill_stores_bytes", "spill_loads_bytes", "stack_frame_bytes", "spilled_values",
-            "rematerialized", "moves", "moves_coalesced", "rounds", "verified")}
+            "rematerialized", "moves", "moves_coalesced", "rounds", "verified")})
         row["seconds"] = {k: round(v, 6) for k, v in self.seconds.items()}
         row["warnings"] = self.warnings
         row.update(self.extra)
@@ -230,12 +234,14 @@ def _prepare(fn: Function, sm: SMProfile, budget: int, options: Options, allocat
                       pinned, state, name, in_flight)
 
 
-def _max_live_as_written(fn: Function) -> int:
+def _max_live_as_written(fn: Function) -> tuple[int, int]:
     """MaxLive of the function as written, as ``analyze`` reports it. The allocator starts
     from a rewritten copy — tuple legalization's copies, the convention's binding copies, the
     registers of asynchronous instructions kept live until their wait — whose MaxLive
-    (``max_live_legalized``) can be higher; both are reported, each under its own name."""
-    return pressure_of(fn).max_live
+    (``max_live_legalized``) can be higher; both are reported, each under its own name.
+    Returns the general registers and the predicates."""
+    p = pressure_of(fn)
+    return p.max_live, p.max_preds
 
 
 def _original_names(fn: Function, origin_of: dict[int, int]) -> Callable[[int], str]:
@@ -284,9 +290,10 @@ def _analyse(a: Allocation) -> dict:
                                              a.state.no_spill | pinned)
     if a.result.rounds == 1:
         a.result.max_live_legalized = analysis.pressure.max_live
-        a.result.max_live = (_max_live_as_written(a.original)
-                             if len(work.regs) != len(a.original.regs) or a.in_flight
-                             else analysis.pressure.max_live)
+        a.result.max_live, a.result.max_live_predicates = (
+            _max_live_as_written(a.original)
+            if len(work.regs) != len(a.original.regs) or a.in_flight
+            else (analysis.pressure.max_live, analysis.pressure.max_preds))
     if info.active:
         convention.cost_factors(analysis, a.conv, info)
     a.problem = Problem.from_analysis(

@@ -54,6 +54,7 @@ class Knob:
     minimum: float
     doc: str
     maximum: float | None = None
+    scope: str = "fatpoint"    # what reads it: the fat-point allocator, "budget" (auto), "all"
 
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (
@@ -62,22 +63,30 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("RegAllocNumNonSpillTrials", 639, 2, True, 0,
          "SPILL retries (spill guidance, target-minus-one descent) after a failed NOSPILL try"),
     Knob("RegTgtMaxThreads", None, 119, True, 1,
-         "budget model: the max-threads breakpoint of the piecewise-linear fraction"),
+         "budget model: the max-threads breakpoint of the piecewise-linear fraction",
+         scope="budget"),
     Knob("RegTgtPressureThreshold", None, 160, True, 1,
-         "budget model: the pressure breakpoint where the fraction starts to rise"),
-    Knob("RegTgtCoeffA", None, 0.2, False, 0, "budget model: fraction up to the threshold"),
-    Knob("RegTgtCoeffB", None, 1.0, False, 0, "budget model: fraction at the top of the file"),
+         "budget model: the pressure breakpoint where the fraction starts to rise",
+         scope="budget"),
+    Knob("RegTgtCoeffA", None, 0.2, False, 0, "budget model: fraction up to the threshold",
+         scope="budget"),
+    Knob("RegTgtCoeffB", None, 1.0, False, 0, "budget model: fraction at the top of the file",
+         scope="budget"),
     Knob("RegTgtCoeffC", None, 0.3, False, 0,
-         "budget model: the linear occupancy model's value at the lowest occupancy"),
+         "budget model: the linear occupancy model's value at the lowest occupancy",
+         scope="budget"),
     Knob("RematParamLoads", None, 1, True, 0,
-         "1: a kernel's loads of its own parameters are rematerialized instead of spilled", maximum=1),
+         "1: a kernel's loads of its own parameters are rematerialized instead of spilled",
+         maximum=1, scope="all"),
     Knob("SpillReloadFromRegister", None, 1, True, 0,
-         "1: a reload of a value another register still holds becomes a register copy", maximum=1),
+         "1: a reload of a value another register still holds becomes a register copy",
+         maximum=1, scope="all"),
     Knob("SpillDeadStores", None, 1, True, 0,
-         "1: spill stores that no reload reads are removed after allocation", maximum=1),
+         "1: spill stores that no reload reads are removed after allocation",
+         maximum=1, scope="all"),
     Knob("schedule", None, 0, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
-         "(passes/schedule.py), 0 = off", maximum=1),
+         "(passes/schedule.py), 0 = off", maximum=1, scope="all"),
 )}
 
 
@@ -121,6 +130,31 @@ def parse_knobs(texts: list[str] | None) -> dict[str, float]:
         name, v = parse_knob(t)
         out[name] = v
     return out
+
+
+SCOPES = {"fatpoint": "the fat-point allocator (--allocator fatpoint)",
+          "budget": "the budget model of --registers auto",
+          "all": "every allocator (ptxalloc's passes around allocation)"}
+
+
+def inapplicable(knobs: dict[str, float], allocator: str, registers) -> list[str]:
+    """Warnings for knobs set where nothing reads them: a fat-point knob with another
+    allocator, a budget-model knob without ``--registers auto``."""
+    out = []
+    for name in knobs:
+        scope = KNOBS[name].scope
+        if (scope == "fatpoint" and allocator != "fatpoint") or \
+                (scope == "budget" and registers != "auto"):
+            out.append(f"knob {name} has no effect here: only {SCOPES[scope]} reads it")
+    return out
+
+
+def help_text() -> str:
+    """The knob table for ``--help``: name, default, who reads it and what it does."""
+    import textwrap
+    return "\n".join(textwrap.fill(f"{k.name}={k.default:g} [{k.scope}]: {k.doc}", 88,
+                                   initial_indent="  ", subsequent_indent="      ")
+                     for k in KNOBS.values())
 
 
 def resolve(knobs: dict[str, float] | None) -> dict[str, float]:

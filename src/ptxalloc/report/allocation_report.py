@@ -42,3 +42,21 @@ def _max_live(r: FunctionResult) -> str:
     if r.max_live_legalized and r.max_live_legalized != r.max_live:
         return f"{r.max_live}, {r.max_live_legalized} legalized"
     return str(r.max_live)
+
+
+def cuobjdump_lines(results: list[FunctionResult]) -> list[str]:
+    """The allocation as ``cuobjdump -res-usage`` prints a cubin's resource usage::
+
+        Resource usage:
+         Function NAME:
+          REG:N STACK:S SHARED:? LOCAL:0
+
+    REG is the registers used, STACK the stack frame (spill slots and saved registers, as
+    ptxas's "bytes stack frame"), LOCAL 0 (ptxalloc keeps spills in the stack frame). SHARED
+    is ``?``: ptxalloc does not compute shared memory; nor constant banks, textures, surfaces
+    or samplers, which cuobjdump also prints and are left out."""
+    lines = ["Resource usage:"]
+    for r in results:
+        lines += [f" Function {r.name}:",
+                  f"  REG:{r.registers} STACK:{r.stack_frame_bytes} SHARED:? LOCAL:0"]
+    return lines

@@ -90,14 +90,18 @@ DEFAULT = "sm_90"
 
 def profile_for(arch: str | None, module_target: str | None = None,
                 filename: str | None = None) -> SMProfile:
-    """The profile for ``--arch`` (one of the eight above), else for the module's ``.target``,
-    mapped to the nearest profile at or below it (sm_20 ... sm_61 to sm_70, sm_90a to sm_90,
+    """The profile for ``--arch`` (one of the eight above, or any real ``sm_XX[a|f]``: sm_90a
+    is sm_90), else for the module's ``.target``, mapped to the nearest profile at or below it (sm_20 ... sm_61 to sm_70, sm_90a to sm_90,
     sm_101 to sm_100). A target that is no real ``sm_XX`` (``sm_1000``, ``compute_90``, garbage)
     gets sm_90 and a warning on stderr naming the file."""
     if arch is not None:
-        if arch not in PROFILES:
-            raise UsageError(f"unknown architecture '{arch}' (known: {', '.join(PROFILES)})")
-        return PROFILES[arch]
+        if arch in PROFILES:
+            return PROFILES[arch]
+        num = _sm_number(arch)
+        if num is None:
+            raise UsageError(f"unknown architecture '{arch}' (known: {', '.join(PROFILES)}, "
+                             f"with an 'a' or 'f' suffix or any real sm_XX)")
+        return _nearest(num)
     if not module_target:
         return PROFILES[DEFAULT]
     num = _sm_number(module_target)
@@ -105,6 +109,11 @@ def profile_for(arch: str | None, module_target: str | None = None,
         print(f"{filename or '<input>'}: warning: unknown .target '{module_target}'; using "
               f"{DEFAULT}", file=sys.stderr)
         return PROFILES[DEFAULT]
+    return _nearest(num)
+
+
+def _nearest(num: int) -> SMProfile:
+    """The profile at or below the real target ``sm_<num>`` (sm_70 below sm_70)."""
     best = "sm_70"
     for key, prof in PROFILES.items():
         if prof.sm <= num:
