@@ -290,3 +290,31 @@ def test_allocate_cli_budget_flags(capsys, tmp_path, flags, budget, source):
     (row,) = json.loads(rep.read_text())["functions"]
     assert (row["budget"], row["budget_from"]) == (budget, source)
     assert f"budget {budget} from {source}" in out
+
+
+TRITON_FILES = sorted((DATA / "triton").glob("*.ptx")) + [DATA / "explain" /
+                                                          "triton_matmul_sm80.ptx"]
+
+
+@pytest.mark.parametrize("path", TRITON_FILES, ids=lambda p: p.stem)
+def test_plain_allocate_of_triton_kernels_keeps_to_ptxas_limit(path):
+    """Issue 20 on Triton output (sm_80 tutorials, sm_90a attention): a plain allocation gets
+    ptxas's limit for each kernel, never uses more registers, is proven, and spills only where
+    MaxLive (as written, or as legalized: registers held in flight by wgmma) exceeds the
+    budget."""
+    from ptxalloc.pipeline import allocate_module
+    from ptxalloc.ptx import parse_file
+    from ptxalloc.target.sm import profile_for_module
+
+    module = parse_file(str(path))
+    limits = module_limits(module, profile_for_module(None, module))
+    res = allocate_module(module)
+    assert res.functions and all(fr.verified for fr in res.functions)
+    for fr in res.functions:
+        row = fr.report()
+        assert (row["budget"], row["budget_from"]) == (limits[fr.name].registers,
+                                                       limits[fr.name].source)
+        assert row["registers"] <= row["budget"]
+        if row["spill_stores_bytes"] or row["spill_loads_bytes"]:
+            assert max(row["max_live"]["registers"], row["max_live_legalized"]) > row["budget"], \
+                row
