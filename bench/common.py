@@ -46,6 +46,19 @@ def ptxas_budget_flags(budget: int | None) -> list[str]:
     return [f"-maxrregcount={budget}", "--override-directive-values"]
 
 
+def choose_allocators(text: str | None) -> list[str]:
+    """``--allocators a,b``: those (each must be registered), else every registered heuristic
+    (the exact allocator is the yardstick of bench/grade.py, too slow for corpus-wide runs)."""
+    from ptxalloc.alloc import api
+
+    chosen = text.split(",") if text else api.names(heuristics_only=True)
+    unknown = [x for x in chosen if x not in api.names()]
+    if unknown:
+        raise SystemExit(f"unknown allocator(s) {', '.join(unknown)} "
+                         f"(known: {', '.join(api.names())})")
+    return chosen
+
+
 def best_of(fn, repeat: int = 3) -> float:
     """The fastest of ``repeat`` wall-clock timings of ``fn()`` in seconds."""
     times = []

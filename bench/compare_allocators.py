@@ -37,7 +37,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from common import corpus_root, manifest, ptxas_budget_flags
+from common import choose_allocators, corpus_root, manifest, ptxas_budget_flags
 
 
 def measure(rel: str, arch: str, budgets: list[int], knobs: dict, with_ptxas: bool,
@@ -93,15 +93,9 @@ def main() -> int:
     ap.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
                     help="a fat-point knob (repeatable)")
     a = ap.parse_args()
-    from ptxalloc.alloc import api
     from ptxalloc.alloc.knobs import parse_knobs
     knobs = parse_knobs(a.knob)
-    allocators = (a.allocators.split(",") if a.allocators else
-                  api.names(heuristics_only=True))     # the yardstick: bench/grade.py
-    unknown = [x for x in allocators if x not in api.names()]
-    if unknown:
-        raise SystemExit(f"unknown allocator(s) {', '.join(unknown)} "
-                         f"(known: {', '.join(api.names())})")
+    allocators = choose_allocators(a.allocators)
     budgets = [int(b) for b in a.budgets.split(",")]
     files = [f for f in manifest() if f["ptxas"]["ok"]]
     if a.files:

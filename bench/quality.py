@@ -33,7 +33,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from common import REPO, corpus_root, manifest, ptxas_budget_flags
+from common import REPO, choose_allocators, corpus_root, manifest, ptxas_budget_flags
 
 TRITON_DIR = REPO / "tests" / "data" / "triton"
 
@@ -150,17 +150,11 @@ def main() -> int:
     ap.add_argument("--json", help="also write the per-function figures here")
     a = ap.parse_args()
     from ptxalloc import ptxas
-    from ptxalloc.alloc import api
     from ptxalloc.alloc.knobs import parse_knobs
     if not ptxas.available():
         raise SystemExit("ptxas is not on the PATH: nothing to compare with")
     knobs = parse_knobs(a.knob)
-    allocators = (a.allocators.split(",") if a.allocators else
-                  api.names(heuristics_only=True))     # the yardstick: bench/grade.py
-    unknown = [x for x in allocators if x not in api.names()]
-    if unknown:
-        raise SystemExit(f"unknown allocator(s) {', '.join(unknown)} "
-                         f"(known: {', '.join(api.names())})")
+    allocators = choose_allocators(a.allocators)
     budgets = [int(b) for b in a.budgets.split(",")]
     files = _files(a.sources.split(","), a.files)
     t0 = time.perf_counter()
