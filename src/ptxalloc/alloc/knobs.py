@@ -40,21 +40,31 @@ the known ones.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import UsageError
 
 
-@dataclass(frozen=True)
 class Knob:
-    name: str
-    index: int | None          # the ptxas knob index, where the seed gives one
-    default: float
-    integer: bool
-    minimum: float
-    doc: str
-    maximum: float | None = None
-    scope: str = "fatpoint"    # what reads it: the fat-point allocator, "budget" (auto), "all"
+    """One knob: its name, the ptxas knob index where the seed gives one, default, whether it
+    is an integer, its range, what it does and what reads it (``scope``: the fat-point
+    allocator, ``budget`` for ``--registers auto``, ``all`` for every allocator). A plain class:
+    ``--help`` builds the table on every command, and dataclasses would cost start-up."""
+
+    __slots__ = ("name", "index", "default", "integer", "minimum", "doc", "maximum", "scope")
+
+    def __init__(self, name: str, index: int | None, default: float, integer: bool,
+                 minimum: float, doc: str, maximum: float | None = None,
+                 scope: str = "fatpoint"):
+        self.name = name
+        self.index = index
+        self.default = default
+        self.integer = integer
+        self.minimum = minimum
+        self.doc = doc
+        self.maximum = maximum
+        self.scope = scope
+
+    def __repr__(self) -> str:
+        return f"Knob({self.name!r}, default={self.default:g}, scope={self.scope!r})"
 
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (

@@ -23,10 +23,11 @@ import json
 
 from ..analysis.sources import source_of
 from ..ir.cfg import CFG
+from ..ir.edits import EditKind
 
-# the inserted instructions by their origin (ptxalloc.spill.rewrite)
-KINDS = {"spill": "Spills", "pspill": "Spills", "reload": "Reloads", "preload": "Reloads",
-         "remat": "Remats"}
+# the inserted instructions by the kind of their Edit (ptxalloc.ir.edits, ptxalloc.spill.rewrite)
+KINDS = {EditKind.SPILL: "Spills", EditKind.PSPILL: "Spills", EditKind.RELOAD: "Reloads",
+         EditKind.PRELOAD: "Reloads", EditKind.REMAT: "Remats"}
 WORDS = {"Spills": "spills", "Reloads": "reloads", "Remats": "remats"}
 
 
@@ -54,7 +55,7 @@ def remarks_yaml(results, files: dict[int, str]) -> str:
 def _count(block) -> dict[str, int]:
     out = {"Spills": 0, "Reloads": 0, "Remats": 0}
     for ins in block.instrs:
-        kind = KINDS.get(ins.origin[0]) if ins.origin else None
+        kind = KINDS.get(ins.origin.kind) if ins.origin is not None else None
         if kind:
             out[kind] += 1
     return out
