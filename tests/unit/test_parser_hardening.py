@@ -130,6 +130,19 @@ def test_module_without_version_or_target_warns(header, missing, tmp_path, capsy
     assert err == f"ptxalloc: {p}: syntax error: no {missing} directive (ptxas requires one)\n"
 
 
+def test_label_then_loc_then_instruction_on_one_line():
+    """Found by the fuzzer (join_lines of gpuocelot's scoped-variables.ptx): a label, a .loc and
+    an instruction on one line took the one-statement fast path, which read '.loc 28 11 0 exit'
+    as one statement ("cannot parse statement"). ptxas accepts the line."""
+    text = (".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n"
+            ".reg .b32 %r<3>;\nmov.u32 %r1, 1;\n$L1: .loc 1 2 0 add.u32 %r2, %r1, 1;\n"
+            ".loc 1 3 0 exit;\n}\n")
+    (fn,) = parse(text, "k.ptx").functions
+    assert [i.opcode for i in fn.instructions()] == ["mov.u32", "add.u32", "exit"]
+    add = fn.instructions()[1]
+    assert add.line == 8 and add.loc[:2] == (1, 2)
+
+
 # --- linear time ------------------------------------------------------------------------------
 
 

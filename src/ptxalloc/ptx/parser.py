@@ -69,6 +69,8 @@ def _blank_comment(m: re.Match) -> str:
 _OPCODE = re.compile(r"[A-Za-z_][\w.:]*$")
 _LABEL_PREFIX = re.compile(r"([A-Za-z_$%][\w$%]*)\s*:(?!:)\s*")
 _LABEL_LINE = re.compile(r"[A-Za-z_$%][\w$%]*\s*:$")
+# a label followed on its line by a .loc or .file, which end where their operands end
+_LABEL_THEN_LOC_FILE = re.compile(r"[A-Za-z_$%][\w$%]*\s*:(?!:)\s*\.(?:loc|file)\b")
 _DECL_HEAD = re.compile(r"\.reg((?:\s*\.\w+(?:\s+\d+)?)+)\s+(.*)$", re.S)
 _REG_NAME = re.compile(r"\s*([A-Za-z_$%][\w$%]*)\s*(?:<\s*(\d+)\s*>)?\s*$")
 _SPECIAL = re.compile(
@@ -575,7 +577,8 @@ class _FunctionParser:
                 c = s[0]
                 if (last == ";" and c != "{" and c != "}" and "/" not in s and '"' not in s
                         and s.count(";") == 1
-                        and (c != "." or not _LOC_FILE_START.match(s))):
+                        and (c != "." or not _LOC_FILE_START.match(s))
+                        and (":" not in s or not _LABEL_THEN_LOC_FILE.match(s))):
                     s = s[:-1]
                     if c == "." and s.startswith(".reg") and "<" not in s and "," not in s:
                         words = s.split()
