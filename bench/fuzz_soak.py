@@ -13,7 +13,6 @@ the slowest example.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 import warnings

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import DATA, REPO
 from ptxalloc import ptxas
-from ptxalloc.errors import AllocationError, VerificationError
+from ptxalloc.errors import AllocationError
 from ptxalloc.ir.module import Function, Module
 from ptxalloc.pipeline import allocate, allocate_module
 from ptxalloc.ptx import parse

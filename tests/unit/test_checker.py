@@ -17,7 +17,7 @@ from ptxalloc.ptx import parse, parse_file
 from ptxalloc.verify import (CheckerInputError, check_no_drift, parse_allocated,
                              verify_module_text, verify_modules)
 from ptxalloc.verify.blocks import Blocks
-from ptxalloc.verify.locations import Locations, NameDecoder, Placement
+from ptxalloc.verify.locations import Locations, NameDecoder
 
 HDR = ".version 8.0\n.target sm_90\n.address_size 64\n"
 
@@ -384,7 +384,10 @@ ORIG_CONST = kernel("""\t.reg .b32 %r<4>;
 \tret;""")
 
 
-def remat(first: str, second: str = "\tmov.u32\t%R1, 5;\t//@remat %r1#1") -> str:
+def remat(first: str, second: str = "\tmov.u32\t%R1, 5;\t//@remat %r1#1",
+          params: str = ".param .u64 k_p") -> str:
+    """An allocation of a kernel computing %r1 + %tid.x: ``first`` stands where %r1's
+    definition was, ``second`` just before the add (the rematerialization)."""
     return kernel(f"""\t.reg .b32 %R<2>;
 \t.reg .b64 %RD<8>;
 \tld.param.u64 %RD6, [k_p];
@@ -393,7 +396,7 @@ def remat(first: str, second: str = "\tmov.u32\t%R1, 5;\t//@remat %r1#1") -> str
 {second}
 \tadd.s32 %R0, %R1, %R0;
 \tst.global.u32 [%RD6], %R0;
-\tret;""", K8)
+\tret;""", K8, params)
 
 
 def test_rematerialization_and_removed_definitions():
@@ -434,15 +437,7 @@ ORIG_PARAM = kernel("""\t.reg .b32 %r<4>;
 
 def param_remat(first: str, second: str = "\tld.param.u32\t%R1, [k_n+4];\t//@remat %r1#1",
                 params: str = ".param .u64 k_p, .param .align 4 .b8 k_n[8]") -> str:
-    return kernel(f"""\t.reg .b32 %R<2>;
-\t.reg .b64 %RD<8>;
-\tld.param.u64 %RD6, [k_p];
-{first}
-\tmov.u32 %R0, %tid.x;
-{second}
-\tadd.s32 %R0, %R1, %R0;
-\tst.global.u32 [%RD6], %R0;
-\tret;""", K8, params)
+    return remat(first, second, params)
 
 
 def test_rematerialized_kernel_parameter_loads():

@@ -15,7 +15,7 @@ import pytest
 
 from ptxalloc.alloc import coalesce as coalesce_mod
 from ptxalloc.alloc.coalesce import COALESCE_FACTOR, MAX_COALESCE_ITERATIONS, coalesce
-from ptxalloc.alloc.driver import Options, allocate_function
+from ptxalloc.alloc.driver import Options
 from ptxalloc.alloc.api import Problem
 from ptxalloc.analysis import analyze_function
 from ptxalloc.pipeline import allocate, allocate_module

@@ -16,9 +16,9 @@ from ptxalloc.errors import PtxSyntaxError
 from ptxalloc.ir import isa
 from ptxalloc.ir.instruction import LOC
 from ptxalloc.ir.module import Raw
-from ptxalloc.ptx import emit_module, parse, parse_file
+from ptxalloc.ptx import emit_module, parse
 
-from test_parser import HDR, MARK, _marked, kernel
+from test_parser import HDR, _marked, kernel
 
 _WS = re.compile(r"\s+")
 
