@@ -18,7 +18,7 @@ import pytest
 
 from conftest import DATA, assert_verified
 from ptxalloc import ptxas
-from ptxalloc.errors import AllocationError
+from ptxalloc.errors import AllocationError, VerificationError
 from ptxalloc.pipeline import allocate_module
 from ptxalloc.ptx import parse
 from ptxalloc.verify import verify_module_text
@@ -103,7 +103,7 @@ def test_checker_rejects_a_serialize_that_is_not_a_plain_wait():
     bad = res.ptx.replace("wgmma.wait_group.sync.aligned\t0;\t//@serialize",
                           "wgmma.wait_group.sync.aligned\t1;\t//@serialize", 1)
     assert bad != res.ptx
-    with pytest.raises(Exception, match="serialize"):
+    with pytest.raises(VerificationError, match="serialize"):
         verify_module_text(module, bad, res.functions)
 
 
