@@ -284,8 +284,9 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     budget = _budget(args.registers)
     check_paths([args.file], {"--json": args.json})
     module = _load(args)
-    _select(module, args.function)
-    rows = grade_module(module, budget, args.arch, args.function, _time_limit(args.time_limit),
+    # the name as --function resolves it (a demangled name or a substring names one function)
+    function = _select(module, args.function)[0].name if args.function else None
+    rows = grade_module(module, budget, args.arch, function, _time_limit(args.time_limit),
                         maxrregcount=_maxrregcount(args.maxrregcount),
                         override_directive_values=args.override_directive_values)
     if args.json:

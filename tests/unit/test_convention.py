@@ -376,3 +376,27 @@ def test_verbose_lines_describe_the_convention(tmp_path, k, clip):
         assert not any("budget" in n for n in notes)
         assert "0 bytes saved and restored" in kern
         assert re.search(r"callee-saved used: R2\d", kern)
+
+
+def test_a_predicate_register_argument_is_not_bound():
+    """Predicates are outside the convention (target/abi.py), as the checker counts them
+    (verify/bindings.py). The convention's binding tied an old-ABI call's 8th argument, a
+    predicate, to predicate register 7 (there are P0-P6): the allocation then used more
+    predicates than exist and the CLI reported an internal error. It keeps its place in the
+    numbering and is left to the allocator."""
+    from ptxalloc.pipeline import allocate
+
+    text = (".version 7.0\n.target sm_80\n.address_size 64\n"
+            ".func (.reg .u32 %ret) pf (.reg .u32 %a0, .reg .u32 %a1, .reg .u32 %a2, "
+            ".reg .u32 %a3, .reg .u32 %a4, .reg .u32 %a5, .reg .u32 %a6, .reg .pred %a)\n"
+            "{\n\tselp.u32 %ret, 1, 0, %a;\n\tret;\n}\n"
+            ".visible .entry k(.param .u64 k_out, .param .u32 k_x)\n{\n"
+            "\t.reg .b32 %r<6>;\n\t.reg .pred %p<3>;\n\t.reg .b64 %rd<3>;\n"
+            "\tld.param.u64 %rd1, [k_out];\n\tld.param.u32 %r1, [k_x];\n"
+            "\tsetp.eq.u32 %p1, %r1, 3;\n"
+            "\tcall (%r2), pf, (%r1, %r1, %r1, %r1, %r1, %r1, %r1, %p1);\n"
+            "\tst.global.u32 [%rd1], %r2;\n\tret;\n}\n")
+    for k in (15, 32):
+        res = allocate(text, registers=k, filename="pred8.ptx")
+        assert_verified(res)
+        assert all(fr.predicates <= 7 for fr in res.functions)

@@ -195,6 +195,17 @@ def test_grade_through_the_cli_puts_every_heuristic_at_or_above_the_optimum(tmp_
     assert "optimum" in text and "briggs" in text and "gap" in text
 
 
+def test_grade_function_by_substring_grades_that_function(tmp_path, capsys):
+    """``--function`` resolves a substring as every command does; grade passed the raw text
+    on and matched names exactly, so a substring graded nothing and exited 0."""
+    out = tmp_path / "grade.json"
+    path = REPO / "examples" / "saxpy_poly.ptx"
+    assert main(["grade", str(path), "--registers", "8", "--function", "saxpy_poly",
+                 "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["functions"]
+    assert [r["name"] for r in rows] == ["_Z10saxpy_polyPfPKfS1_ifi"]
+
+
 def test_grade_refuses_a_bad_time_limit_in_one_line(capsys):
     path = REPO / "examples" / "saxpy_poly.ptx"
     assert main(["grade", str(path), "--time-limit", "soon"]) == 2

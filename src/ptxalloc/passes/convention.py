@@ -201,14 +201,16 @@ def _bind_register_call(fn: Function, ins: Instruction, conv: Convention,
     arg_regs = assign_arguments([build.width_bytes(regs, a.v) for a in reg_args], conv)
     mapping: dict[int, Reg] = {}
     for a, r in zip(reg_args, arg_regs):
-        if r is not None and a.v not in mapping:
+        # predicates are outside the convention (target/abi.py): they keep their place in the
+        # numbering (as the checker's verify/bindings.py counts) but are not bound
+        if r is not None and a.v not in mapping and regs.classes[a.v] != RegClass.PRED:
             t = _precolored(fn, a.v, r, info, origin_of)
             pre.append(_move(regs, t, a.v, origin_of, ins.line))
             mapping[a.v] = Reg(t)
     ret_map: dict[int, Reg] = {}
     if len(reg_rets) == 1:
         r = return_register(build.width_bytes(regs, reg_rets[0].v), conv)
-        if r is not None:
+        if r is not None and regs.classes[reg_rets[0].v] != RegClass.PRED:
             v = reg_rets[0].v
             t = _precolored(fn, v, r, info, origin_of)
             post.append(_move(regs, v, t, origin_of, ins.line))

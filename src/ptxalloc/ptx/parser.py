@@ -535,7 +535,7 @@ class _FunctionParser:
                         self.tables[name] = (self.scope_stack[-1], raw, pos)
                     self.fn.body.append(raw)
                     return
-                self.label(name, self.src.find_token(pos, name), line)
+                self.label(name, pos, line)         # a warning finds the name itself
                 s = rest
                 if not s:
                     raise self.src.error(f"label '{name}' followed by an empty statement", pos)
