@@ -22,21 +22,22 @@ class FunctionAnalysis:
     """Every analysis of one function as it stands in one round of allocation: its CFG,
     liveness, register tuples, interference graph, register pressure, memory latency and the
     spill cost of each register (``costs``, which the calling convention may still scale).
-    The costs and the values live across calls are computed on first use, so that a caller
-    that reads neither (pressure-only figures) does not pay for them."""
+    The interference graph, the costs and the values live across calls are computed on first
+    use, so that a caller that reads none of them (pressure-only figures, the spill
+    explanations) does not pay for them."""
 
-    __slots__ = ("fn", "cfg", "liveness", "tuples", "graph", "pressure", "mem_latency",
+    __slots__ = ("fn", "cfg", "liveness", "tuples", "_graph", "pressure", "mem_latency",
                  "_costs", "_cost_inputs", "_live_across_calls", "_across_calls")
 
     def __init__(self, fn: Function, cfg: CFG, liveness: Liveness, tuples: TupleInfo,
-                 graph: InterferenceGraph, pressure: Pressure, mem_latency: float,
+                 graph: InterferenceGraph | None, pressure: Pressure, mem_latency: float,
                  costs: list[float] | None = None, remat: dict[int, float] | None = None,
                  no_spill: set[int] | frozenset[int] = frozenset()):
         self.fn = fn
         self.cfg = cfg
         self.liveness = liveness
         self.tuples = tuples
-        self.graph = graph
+        self._graph = graph
         self.pressure = pressure
         self.mem_latency = mem_latency
         self._costs = costs
@@ -44,6 +45,13 @@ class FunctionAnalysis:
         self._across_calls: int | None = None
         # copies: the costs are those of the inputs as they are now, whenever they are read
         self._cost_inputs = (None if remat is None else dict(remat), frozenset(no_spill))
+
+    @property
+    def graph(self) -> InterferenceGraph:
+        """The interference graph (built on first use)."""
+        if self._graph is None:
+            self._graph = InterferenceGraph(self.cfg, self.liveness)
+        return self._graph
 
     @property
     def costs(self) -> list[float]:
@@ -74,15 +82,15 @@ class FunctionAnalysis:
 
 def analyze_function(fn: Function, sm: SMProfile, remat: dict[int, float] | None = None,
                      no_spill: set[int] | frozenset[int] = frozenset()) -> FunctionAnalysis:
-    """Run every analysis on ``fn``: ``remat`` gives rematerializable registers their
-    recomputation cost, ``no_spill`` registers get an infinite spill cost."""
+    """The analyses of ``fn`` (the interference graph, costs and calls on first use): ``remat``
+    gives rematerializable registers their recomputation cost, ``no_spill`` registers get an
+    infinite spill cost."""
     cfg = CFG(fn)
     liveness = Liveness(cfg)
     tuples = find_tuples(fn, cfg.instrs)
-    graph = InterferenceGraph(cfg, liveness)
     pressure = Pressure(cfg, liveness, tuples)
     latency = memory_latency(sm, pressure.max_regs, block_size(fn.directives))
-    return FunctionAnalysis(fn, cfg, liveness, tuples, graph, pressure, latency,
+    return FunctionAnalysis(fn, cfg, liveness, tuples, None, pressure, latency,
                             remat=remat, no_spill=no_spill)
 
 
