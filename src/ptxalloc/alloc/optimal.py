@@ -264,6 +264,17 @@ class Outcome:
     variables: int
 
 
+def _solve_from(p: Problem, f: Formulation, hint: dict, left: float) -> Solution:
+    """The solver's answer from a heuristic's ``hint``: zero spill cost needs no solver; a
+    solver stopped with nothing cheaper than the hint keeps the hint."""
+    if sum(p.cost[n] for n in f.nodes if hint[n] is None) == 0:
+        return Solution(hint, True, 0.0, 0.0)
+    sol = solve_cpsat(f, left, hint)
+    if not sol.optimal and _scaled_cost(f, hint) < _scaled_cost(f, sol.start):
+        sol.start = hint
+    return sol
+
+
 def solve(p: Problem, time_limit: float = DEFAULT_TIME_LIMIT) -> Outcome:
     """The minimum-spill-cost coloring of ``p`` (or the best found within ``time_limit``)."""
     from .briggs import color as briggs_color
@@ -271,17 +282,13 @@ def solve(p: Problem, time_limit: float = DEFAULT_TIME_LIMIT) -> Outcome:
 
     t0 = time.perf_counter()
     f = formulate(p)
-    hint = min(({n: c.start.get(n) for n in f.nodes} for c in (briggs_color(p), linear_color(p))),
-               key=lambda start: _scaled_cost(f, start))
-    hint_cost = sum(p.cost[n] for n in f.nodes if hint[n] is None)
-    if not f.nodes or hint_cost == 0:
-        # nothing left to solve, or a heuristic spills nothing: zero is the minimum
-        sol = Solution(hint, True, 0.0, 0.0)
+    if not f.nodes:                     # simplify placed everything: nothing left to solve
+        sol = Solution({}, True, 0.0, 0.0)
     else:
-        left = time_limit - (time.perf_counter() - t0)
-        sol = solve_cpsat(f, left, hint)
-        if not sol.optimal and _scaled_cost(f, hint) < _scaled_cost(f, sol.start):
-            sol.start = hint            # stopped with nothing cheaper than the hint: keep it
+        hint = min(({n: c.start.get(n) for n in f.nodes}
+                    for c in (briggs_color(p), linear_color(p))),
+                   key=lambda start: _scaled_cost(f, start))
+        sol = _solve_from(p, f, hint, time_limit - (time.perf_counter() - t0))
     matrix = UnitMatrix.for_problem(p)
     spilled = []
     for n in f.nodes:
