@@ -58,12 +58,7 @@ def color(p: Problem) -> Coloring:
     for n in order:
         placements = regfile.placements(shape[n])
         forbidden = matrix.forbidden(n)
-        s = None
-        want = prefer.get(n)
-        if want:                              # callee-saved registers first, if one is free
-            s = matrix.lowest_free([(s, m) for s, m in placements if m & want == m], forbidden)
-        if s is None:
-            s = matrix.lowest_free(placements, forbidden)
+        s = matrix.lowest_free_preferring(placements, forbidden, prefer.get(n))
         if s is not None:
             matrix.assign(n, s)
             continue

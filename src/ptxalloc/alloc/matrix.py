@@ -101,3 +101,13 @@ class UnitMatrix:
                 return s
         return None
 
+    def lowest_free_preferring(self, placements: list[tuple[int, int]], forbidden: int,
+                               want: int | None) -> int | None:
+        """:meth:`lowest_free`, but a placement inside the ``want`` units (a value live
+        across calls: the callee-saved registers) first when one is free."""
+        if want:
+            s = self.lowest_free([(s, m) for s, m in placements if m & want == m], forbidden)
+            if s is not None:
+                return s
+        return self.lowest_free(placements, forbidden)
+

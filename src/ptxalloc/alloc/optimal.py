@@ -299,13 +299,7 @@ def solve(p: Problem, time_limit: float = DEFAULT_TIME_LIMIT) -> Outcome:
             matrix.assign(n, s)
     for n in reversed(f.removed):        # simplify's guarantee: a free placement exists
         placements = p.regfile.placements(p.shape[n])
-        forbidden = matrix.forbidden(n)
-        s = None
-        want = p.prefer.get(n)
-        if want:
-            s = matrix.lowest_free([(s, m) for s, m in placements if m & want == m], forbidden)
-        if s is None:
-            s = matrix.lowest_free(placements, forbidden)
+        s = matrix.lowest_free_preferring(placements, matrix.forbidden(n), p.prefer.get(n))
         assert s is not None, "simplify removed a node without a free placement"
         matrix.assign(n, s)
     cost = sum(p.cost[n] for n in spilled)
