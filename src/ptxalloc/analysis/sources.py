@@ -1,5 +1,5 @@
 """Source locations: the ``.file`` table of a module and the ``.loc`` of an instruction as file
-name, line, column and inlined-at chain (PTX ISA 9.0, 11.6.1 ``.file`` and 11.6.2 ``.loc``; the
+name, line, column and the call it was inlined into (PTX ISA 9.0, 11.6.1 ``.file`` and 11.6.2 ``.loc``; the
 "per source line" view of SPEC section 9).
 
 The parser keeps an instruction's ``.loc`` as ``(file index, line, column, inlined_at)``; the
@@ -34,7 +34,8 @@ def _name(files: dict[int, str], index: int) -> str:
 
 def source_of(loc, files: dict[int, str]) -> dict | None:
     """An instruction's location as JSON: ``{"file", "line", "column"}`` and, for inlined code,
-    ``"inlined_at"``: the locations it was inlined into, innermost first. None without
+    ``"inlined_at"``: a one-element list, the location of the call it was inlined into (a
+    ``.loc`` carries one level; the list leaves room for deeper chains). None without
     ``.loc``."""
     if loc is None:
         return None

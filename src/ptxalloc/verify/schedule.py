@@ -141,7 +141,7 @@ def check_schedule(original: Function, order: list[int]) -> None:
             if w is not None and pos[w] > pj:
                 raise fail(w, j, f"both write {names[d]}")
             for r in reads.get(d, ()):
-                if r != j and pos[r] > pj:
+                if pos[r] > pj:
                     raise fail(r, j, f"it overwrites {names[d]}, which that one reads")
         for u in ins.uses:
             reads.setdefault(u, []).append(j)
