@@ -72,7 +72,7 @@ def measure(paths: list[Path], budgets: list[int], allocators: list[str]) -> dic
                         got = []
                         for on in (False, True):
                             r = allocate_module(module, k, a, function=fn.name,
-                                                options=Options(allocator=a, schedule=on))
+                                                options=Options(allocator=a, knobs={"schedule": int(on)}))
                             f = r.functions[0]
                             assert f.verified
                             got.append(f.spill_stores_bytes + f.spill_loads_bytes)

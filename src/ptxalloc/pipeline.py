@@ -74,10 +74,10 @@ def auto_budget(fn, sm: SMProfile, knobs: dict[str, float] | None = None,
 
 
 def wants_schedule(options: Options) -> bool:
-    """Whether pressure-aware scheduling runs first: ``Options.schedule`` or the knob
+    """Whether pressure-aware scheduling runs first: the knob
     ``schedule=1`` (:mod:`ptxalloc.passes.schedule`)."""
     from .alloc.knobs import resolve
-    return options.schedule or bool(resolve(options.knobs)["schedule"])
+    return bool(resolve(options.knobs)["schedule"])
 
 
 def check_registers(registers) -> None:

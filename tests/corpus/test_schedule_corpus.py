@@ -52,7 +52,7 @@ def test_schedule_validated_and_never_raises_maxlive(entry):
 def test_scheduled_allocation_proven_from_the_original_and_assembles(entry, allocator, k):
     path = str(corpus_root() / entry["path"])
     module = parse_file(path)
-    options = Options(allocator=allocator, schedule=True)
+    options = Options(allocator=allocator, knobs={"schedule": 1})
     kept = []
     for fn in module.functions:
         try:

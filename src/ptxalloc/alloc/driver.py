@@ -82,7 +82,6 @@ class Options:
     compact: bool = True
     knobs: dict[str, float] = field(default_factory=dict)
     time_limit: float | None = None     # the optimal allocator's seconds per function
-    schedule: bool = False          # pressure-aware scheduling first (passes/schedule.py)
 
 
 @dataclass

@@ -23,7 +23,7 @@ schedule                                      -         0  ptxalloc's own: 1 = s
 ``RematParamLoads`` and the other switches of the passes around the allocator (issue 13) are
 ptxalloc's own, for every allocator: 1 on, 0 off. ``schedule`` is not a fat-point knob either:
 it switches ptxalloc's pressure-aware scheduling before allocation
-(:mod:`ptxalloc.passes.schedule`) for every allocator, like ``Options.schedule``.
+(:mod:`ptxalloc.passes.schedule`) for every allocator.
 
 Two decisions (docs/decisions.md, "Fat-point allocator"):
 

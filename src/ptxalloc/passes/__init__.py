@@ -10,7 +10,6 @@ pipeline order (:func:`ptxalloc.alloc.driver.allocate_function` calls them).
 4. :mod:`asynchrony` — every instruction made to read the registers of asynchronous tensor
    instructions in flight before it (PTX ISA 9.7.15.7.3, 9.7.16.8).
 5. :mod:`schedule` — register-pressure-aware list scheduling within blocks, off by default
-   (seed 002 "Instruction Scheduling Interaction"; Options ``schedule`` / ``--knob
-   schedule=1``), run by :func:`ptxalloc.pipeline.allocate_module` before the others and
+   (seed 002 "Instruction Scheduling Interaction"; ``--knob schedule=1``), run by :func:`ptxalloc.pipeline.allocate_module` before the others and
    validated by :mod:`ptxalloc.verify.schedule` (a dependence-respecting permutation).
 """
