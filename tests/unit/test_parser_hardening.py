@@ -53,6 +53,15 @@ def test_target_list_recorded_faithfully():
                                                       32)
 
 
+def test_comments_inside_module_directives_are_not_operands():
+    """ptxas accepts ``.target /* c */ sm_80``; the comment is no target (the fuzzer found the
+    old parser reading '/*' as the architecture)."""
+    m = parse(".version 7.0 /* v */\n.target /* comment */ sm_80 // trailing\n"
+              ".address_size /* a */ 64\n.visible .entry k() { ret; }", "c.ptx")
+    assert (m.version, m.target, m.address_size) == ("7.0", ["sm_80"], 64)
+    assert m.sm == "sm_80" and m.warnings == []
+
+
 @pytest.mark.parametrize("name", ["loops_sm80.ptx", "calls_sm90.ptx", "vectors_sm90.ptx",
                                   "misc_sm90.ptx"])
 def test_whole_module_on_one_line_parses_as_the_original(name):

@@ -183,7 +183,7 @@ def test_profiles_of_the_seeds():
 
 
 @pytest.mark.parametrize("target, expect", [
-    ("sm_20", "sm_70"), ("sm_30", "sm_70"), ("sm_52", "sm_70"), ("sm_61", "sm_70"),
+    ("sm_10", "sm_70"), ("sm_13", "sm_70"), ("sm_20", "sm_70"), ("sm_30", "sm_70"), ("sm_52", "sm_70"), ("sm_61", "sm_70"),
     ("sm_70", "sm_70"), ("sm_72", "sm_70"), ("sm_75", "sm_75"), ("sm_80", "sm_80"),
     ("sm_87", "sm_86"), ("sm_89", "sm_89"), ("sm_90", "sm_90"), ("sm_90a", "sm_90"),
     ("sm_100a", "sm_100"), ("sm_101", "sm_100"), ("sm_103f", "sm_100"),

@@ -1098,7 +1098,7 @@ def _parse(text: str, filename: str, roles: bool = True) -> Module:
 
 
 def _record_module_line(src: _Source, module: Module, s: str, pos: int) -> None:
-    words = s.replace(",", " ").split()
+    words = _strip_comments(s).replace(",", " ").split()
     if words[0] == ".version" and len(words) > 1:
         module.version = words[1]
         if not _KNOWN_VERSION.fullmatch(words[1]):

@@ -81,7 +81,7 @@ PROFILES: dict[str, SMProfile] = {
 
 # every real ``sm_XX`` PTX target (PTX ISA "Target ISA notes"), mapped to the nearest profile at
 # or below it; ``a``/``f`` suffixes are accepted
-KNOWN_SM = (20, 21, 30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90,
+KNOWN_SM = (10, 11, 12, 13, 20, 21, 30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90,
             100, 101, 103, 110, 120, 121)
 TARGET_OPTIONS = ("texmode_unified", "texmode_independent", "debug", "map_f64_to_f32")
 
@@ -91,7 +91,7 @@ DEFAULT = "sm_90"
 def profile_for(arch: str | None, module_target: str | None = None,
                 filename: str | None = None) -> SMProfile:
     """The profile for ``--arch`` (one of the eight above, or any real ``sm_XX[a|f]``: sm_90a
-    is sm_90), else for the module's ``.target``, mapped to the nearest profile at or below it (sm_20 ... sm_61 to sm_70, sm_90a to sm_90,
+    is sm_90), else for the module's ``.target``, mapped to the nearest profile at or below it (sm_10 ... sm_61 to sm_70, sm_90a to sm_90,
     sm_101 to sm_100). A target that is no real ``sm_XX`` (``sm_1000``, ``compute_90``, garbage)
     gets sm_90 and a warning on stderr naming the file."""
     if arch is not None:
