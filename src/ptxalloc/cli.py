@@ -213,20 +213,64 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def _knobs(args: argparse.Namespace, budget) -> dict[str, float]:
-    """``--knob`` values, with a warning on stderr for each that nothing reads with the
-    chosen allocator and budget."""
-    from .alloc.knobs import inapplicable, parse_knobs
+    """``--knob`` values (``--pressure-limit N`` is the knob ``RegTgtPressureThreshold``),
+    with a warning on stderr for each that nothing reads with the chosen allocator and budget,
+    and for ``--occupancy-target`` without ``--registers auto`` and ``--coalescing-factor``
+    with an allocator that does not coalesce."""
+    from .alloc.knobs import PRESSURE_KNOB, inapplicable, parse_knobs
 
     knobs = parse_knobs(args.knob)
+    if args.pressure_limit is not None:
+        if PRESSURE_KNOB in knobs:
+            raise UsageError(f"--pressure-limit and --knob {PRESSURE_KNOB} set the same value; "
+                             f"give one")
+        knobs[PRESSURE_KNOB] = _count_or_all(args.pressure_limit, "--pressure-limit", 1, 255,
+                                             allow_all=False)
     for w in inapplicable(knobs, args.allocator, budget):
         print(f"ptxalloc: warning: {w}", file=sys.stderr)
+    if args.occupancy_target is not None and budget != "auto":
+        print("ptxalloc: warning: --occupancy-target has no effect here: only --registers "
+              "auto reads it", file=sys.stderr)
+    if args.coalescing_factor is not None and args.allocator in ("linear", "optimal"):
+        print(f"ptxalloc: warning: --coalescing-factor has no effect here: --allocator "
+              f"{args.allocator} does not coalesce", file=sys.stderr)
     return knobs
+
+
+def _options(args: argparse.Namespace, knobs: dict[str, float], **more):
+    """The :class:`~ptxalloc.alloc.driver.Options` of ``allocate`` and ``diff``: the
+    allocator, the knobs, seed 001's flags (``--spill-limit``, ``--occupancy-target``,
+    ``--coalescing-factor``) and ``more``."""
+    from .alloc.driver import Options
+
+    extra = {}
+    if args.coalescing_factor is not None:
+        extra["coalesce_factor"] = _number(args.coalescing_factor, "--coalescing-factor", 0.0,
+                                           None)
+    return Options(allocator=args.allocator, knobs=knobs,
+                   spill_limit=_count_or_all(args.spill_limit, "--spill-limit", 0, None,
+                                             allow_all=False),
+                   occupancy_target=(None if args.occupancy_target is None else _number(
+                       args.occupancy_target, "--occupancy-target", 0.0, 100.0)),
+                   **extra, **more)
+
+
+def _number(text: str, option: str, low: float, high: float | None) -> float:
+    """A finite number option from ``low`` to ``high`` (None: no upper bound), both
+    included."""
+    try:
+        x = float(text)
+    except ValueError:
+        x = float("nan")
+    if not (x >= low and (high is None or x <= high) and x < float("inf")):
+        raise UsageError(f"{option} must be a number from {low:g}"
+                         + (f" to {high:g}" if high is not None else " up") + f", not '{text}'")
+    return x
 
 
 def _cmd_allocate(args: argparse.Namespace) -> int:
     """Everything is computed (allocation, proof, report) before the first output is written:
     a failure leaves every output untouched."""
-    from .alloc.driver import Options
     from .errors import InternalError, VerificationError
     from .files import STDIO, check_paths, own_descriptor, write_outputs
     from .pipeline import allocate_module
@@ -243,8 +287,9 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     try:
         result = allocate_module(module, budget, args.allocator, args.arch, function,
                                  verify=not args.no_verify,
-                                 options=Options(allocator=args.allocator, knobs=knobs,
-                                                 time_limit=_time_limit(args.time_limit)),
+                                 options=_options(args, knobs,
+                                                  time_limit=_time_limit(args.time_limit),
+                                                  stats=args.print_regalloc_stats),
                                  maxrregcount=_maxrregcount(args.maxrregcount),
                                  override_directive_values=args.override_directive_values)
     except VerificationError as e:
@@ -273,6 +318,12 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
             for line in verbose_lines(fr, result.sm, module.function(fr.name).kind,
                                       spill_lines(fr.extra["spills"])):
                 print(line, file=info)
+    if args.print_regalloc_stats:
+        from .report.allocation_report import regalloc_stats_lines
+        on_stdout = any(p == STDIO or own_descriptor(p) == 1 for p, _ in outputs)
+        for fr in result.functions:
+            for line in regalloc_stats_lines(fr):
+                print(line, file=sys.stderr if on_stdout else sys.stdout)
     return 0
 
 
@@ -311,7 +362,6 @@ def _time_limit(text: str) -> float:
 def _allocation_report(path: str, args: argparse.Namespace, knobs: dict[str, float]) -> dict:
     """``diff``'s view of one input: an ``allocate --json`` report as written, or the report of
     allocating a PTX file with the command's options (proven by the checker)."""
-    from .alloc.driver import Options
     from .errors import InternalError, VerificationError
     from .files import read_input
     from .pipeline import allocate_module
@@ -333,7 +383,7 @@ def _allocation_report(path: str, args: argparse.Namespace, knobs: dict[str, flo
     try:
         return allocate_module(module, _budget(args.registers, allow_auto=True), args.allocator,
                                args.arch, verify=not args.no_verify,
-                               options=Options(allocator=args.allocator, knobs=knobs),
+                               options=_options(args, knobs),
                                maxrregcount=_maxrregcount(args.maxrregcount),
                                override_directive_values=args.override_directive_values
                                ).report()
@@ -407,6 +457,14 @@ def _add_ptxas_flags(p: argparse.ArgumentParser) -> None:
                    help="as ptxas: -maxrregcount overrides the directives")
 
 
+def _verify_options(p: argparse.ArgumentParser, skip: str) -> None:
+    """``--verify-regalloc`` (seed 001's flag; the default) or ``--no-verify``."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--verify-regalloc", dest="no_verify", action="store_false",
+                   help="prove every allocation with the independent checker (the default)")
+    g.add_argument("--no-verify", dest="no_verify", action="store_true", help=skip)
+
+
 def _time_limit_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", metavar="SECONDS", default="10",
                    help="the optimal allocator's time per function (default 10); when it "
@@ -416,8 +474,21 @@ def _time_limit_option(p: argparse.ArgumentParser) -> None:
 def _add_allocation_options(p: argparse.ArgumentParser) -> None:
     """How ``allocate`` (and ``diff``, allocating both inputs alike) allocates: the allocator,
     the budget, the knobs, ptxas's flags."""
-    p.add_argument("--allocator", default="briggs", choices=_AllocatorNames(), metavar="NAME",
-                   help="the allocator: %(choices)s (default: %(default)s)")
+    p.add_argument("--allocator", "--regalloc", dest="allocator", default="briggs",
+                   choices=_AllocatorNames(), metavar="NAME",
+                   help="the allocator: %(choices)s (default: %(default)s); --regalloc=NAME is "
+                   "seed 001's spelling")
+    p.add_argument("--spill-limit", metavar="N", help="refuse a function (exit 2, naming it) "
+                   "when more than N values would spill (seed 001; default: no limit)")
+    p.add_argument("--occupancy-target", metavar="PCT", help="with --registers auto: the most "
+                   "registers whose occupancy (at the launch bound's block size, else 256) "
+                   "reaches PCT %%, instead of seed 004's needs-spill test (seed 001)")
+    p.add_argument("--pressure-limit", metavar="N", help="with --registers auto: the register "
+                   "pressure above which spilling turns aggressive (the budget fraction rises "
+                   "toward the whole target); the knob RegTgtPressureThreshold (default 160)")
+    p.add_argument("--coalescing-factor", metavar="F", help="the factor conservative "
+                   "coalescing weighs neighbours' degrees by (seed 001/002; default 0.8; 1.0 "
+                   "is the textbook test, lower coalesces more); briggs and fatpoint read it")
     p.add_argument("--registers", metavar="K",
                    help="register budget for every function, 1..255, overriding the "
                    "directives; 'seed': CICC's constant 15; 'auto': per function, the "
@@ -522,8 +593,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "optimization records (--- !Missed, Pass: regalloc), as opt-viewer reads")
     p.add_argument("--json", metavar="REPORT.json", help="write the report as JSON ('-': "
                    "standard output, when -o names a file)")
-    p.add_argument("--no-verify", action="store_true",
-                   help="skip the independent checker")
+    _verify_options(p, "skip the independent checker")
+    p.add_argument("--print-regalloc-stats", action="store_true",
+                   help="print seed 001's statistics per function: interference nodes, edges, "
+                   "density, degrees, moves coalesced, spill rate, rounds, time per phase "
+                   "(also 'regalloc_stats' in --json)")
     _time_limit_option(p)
     _strict_option(p)
     p.set_defaults(run=_cmd_allocate)
@@ -568,8 +642,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="e.g. registers=+2,spill-bytes=+0,occupancy=-1 (grammar below)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     _add_allocation_options(p)
-    p.add_argument("--no-verify", action="store_true",
-                   help="skip the independent checker on the allocations")
+    _verify_options(p, "skip the independent checker on the allocations")
     _strict_option(p)
     p.set_defaults(run=_cmd_diff)
 

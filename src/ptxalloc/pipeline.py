@@ -52,7 +52,7 @@ class ModuleResult:
 
 
 def auto_budget(fn, sm: SMProfile, knobs: dict[str, float] | None = None,
-                limit: RegisterLimit | None = None):
+                limit: RegisterLimit | None = None, occupancy_target: float | None = None):
     """The budget ``--registers auto`` gives ``fn``: seed 004's occupancy-aware model fed with
     the function's MaxLive, its alignment penalty and the largest single-instruction need
     (:func:`ptxalloc.analysis.need.largest_need`, the rule that refuses a budget)."""
@@ -70,7 +70,7 @@ def auto_budget(fn, sm: SMProfile, knobs: dict[str, float] | None = None,
                for v in pressure.peak.live)
     pair_penalty = 1 if wide and max_live % 2 else 0
     return choose_budget(sm, fn.directives, max_live, pair_penalty, 0, largest_need(fn),
-                         resolve(knobs), limit)
+                         resolve(knobs), limit, occupancy_target)
 
 
 def wants_schedule(options: Options) -> bool:
@@ -129,7 +129,7 @@ def allocate_module(module: Module, registers: int | str | None = None,
         fn = scheduled.function if scheduled else original
         limit = budgets[fn.name]
         if registers == "auto":
-            budget = auto_budget(fn, sm, options.knobs, limit)
+            budget = auto_budget(fn, sm, options.knobs, limit, options.occupancy_target)
             res = allocate_function(fn, sm, budget.registers, options, decls)
             res.extra["budget_from"] = f"--registers auto (seed 004), below {limit.source}"
             res.extra["budget_reason"] = budget.reason
@@ -157,6 +157,11 @@ def allocate_module(module: Module, registers: int | str | None = None,
     if verify:
         from .verify import verify_module_text
         verify_module_text(module, text, results)
+    if options.stats:
+        from .report.allocation_report import regalloc_stats
+        for res in results:
+            res.extra["regalloc_stats"] = regalloc_stats(res)
+            del res.extra["graph"]
     return ModuleResult(text, results, sm, module.filename)
 
 

@@ -74,14 +74,21 @@ SPILL_ARRAY = "__ptxalloc_spill"
 @dataclass
 class Options:
     """How to allocate: the registered allocator's name, the factor Briggs's coalescing weighs
-    copies by (seed 002), whether to compact the final coloring (:mod:`compact`), and the
-    fat-point knobs by their ptxas names (:mod:`knobs`)."""
+    copies by (seed 002; ``--coalescing-factor``), whether to compact the final coloring
+    (:mod:`compact`), the fat-point knobs by their ptxas names (:mod:`knobs`), the most values
+    a function may spill before the allocation is refused (``--spill-limit``; seed 001's
+    ``-spill-limit``), and whether to gather seed 001's statistics
+    (``--print-regalloc-stats``: the first round's interference graph); ``occupancy_target``
+    is read by ``--registers auto`` (:func:`ptxalloc.target.budget.choose_budget`)."""
 
     allocator: str = "briggs"
     coalesce_factor: float = COALESCE_FACTOR
     compact: bool = True
     knobs: dict[str, float] = field(default_factory=dict)
     time_limit: float | None = None     # the optimal allocator's seconds per function
+    spill_limit: int | None = None
+    stats: bool = False
+    occupancy_target: float | None = None   # --registers auto: percent (target.budget)
 
 
 @dataclass
@@ -289,6 +296,8 @@ def _analyse(a: Allocation) -> dict:
                                              a.state.no_spill | pinned)
     if a.result.rounds == 1:
         a.result.max_live_legalized = analysis.pressure.max_live
+        if a.options.stats:
+            a.result.extra["graph"] = analysis.graph.statistics().as_dict()
         a.result.max_live, a.result.max_live_predicates = (
             _max_live_as_written(a.original)
             if len(work.regs) != len(a.original.regs) or a.in_flight
@@ -324,6 +333,11 @@ def _spill(a: Allocation, remat: dict) -> None:
         to_spill.update(members)
     if to_spill:
         a.work = rewrite_spills(a.work, to_spill, remat, a.state)
+        limit = a.options.spill_limit
+        if limit is not None and len(a.state.spilled_values) > limit:
+            raise AllocationError(
+                f"function '{a.original.name}': {len(a.state.spilled_values)} values would "
+                f"spill at budget {a.budget}, more than --spill-limit {limit}")
 
 
 # -- 3. compact -------------------------------------------------------------------------------

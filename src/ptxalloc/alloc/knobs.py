@@ -67,6 +67,10 @@ class Knob:
         return f"Knob({self.name!r}, default={self.default:g}, scope={self.scope!r})"
 
 
+#: the knob ``--pressure-limit N`` sets (seed 001's ``-nvptx-regalloc-pressure-limit``, "max
+#: register pressure before aggressive spilling": the budget model's pressure breakpoint)
+PRESSURE_KNOB = "RegTgtPressureThreshold"
+
 KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("RegAllocThresholdForDiscardConflicts", 684, 50, True, 0,
          "slots with more interference conflicts than this are skipped by the fat-point scan"),

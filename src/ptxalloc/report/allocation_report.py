@@ -60,3 +60,29 @@ def cuobjdump_lines(results: list[FunctionResult]) -> list[str]:
         lines += [f" Function {r.name}:",
                   f"  REG:{r.registers} STACK:{r.stack_frame_bytes} SHARED:? LOCAL:0"]
     return lines
+
+
+def regalloc_stats(r: FunctionResult) -> dict:
+    """Seed 001's allocation statistics (``--print-regalloc-stats``; the report's
+    ``regalloc_stats``): the first round's interference graph (nodes, edges, density, degrees,
+    copies), moves coalesced, the spill rate (values spilled per node of that graph), rounds
+    and the time per phase."""
+    graph = r.extra.get("graph") or {}
+    nodes = graph.get("nodes", 0)
+    return {**graph, "moves_coalesced": r.moves_coalesced, "spilled_values": r.spilled_values,
+            "spill_rate": round(r.spilled_values / nodes, 6) if nodes else 0.0,
+            "rounds": r.rounds,
+            "seconds": {k: round(v, 6) for k, v in r.seconds.items()}}
+
+
+def regalloc_stats_lines(r: FunctionResult) -> list[str]:
+    """The ``--print-regalloc-stats`` lines of one function."""
+    s = r.extra["regalloc_stats"]
+    phases = ", ".join(f"{k} {1000 * v:.2f} ms" for k, v in s["seconds"].items())
+    return [f"ptxalloc stats: {r.name}: interference {s['nodes']} nodes, {s['edges']} edges, "
+            f"density {s['density']:.4f}, max degree {s['max_degree']}, average degree "
+            f"{s['avg_degree']:.1f}",
+            f"    moves coalesced {r.moves_coalesced} of {r.moves}, spill rate "
+            f"{s['spilled_values']}/{s['nodes']} ({100 * s['spill_rate']:.2f} %), "
+            f"{s['rounds']} round(s)",
+            f"    time per phase: {phases}"]

@@ -129,9 +129,11 @@ class Budget:
 
 def choose_budget(sm: SMProfile, directives: dict, max_live: int, pair_penalty: int,
                   live_count: int, floor: int, knobs: dict[str, float],
-                  limit: RegisterLimit | None = None) -> Budget:
+                  limit: RegisterLimit | None = None,
+                  occupancy_target: float | None = None) -> Budget:
     """The register target ``--registers auto`` picks (module docstring), below ``limit``
-    (default: ptxas's limit for ``directives``)."""
+    (default: ptxas's limit for ``directives``); with ``occupancy_target`` (percent), the
+    target occupancy decides instead of the needs-spill test (:func:`for_occupancy`)."""
     model = BudgetModel.from_knobs(knobs)
     limit = limit or directive_limit(sm, directives)
     limit, why = limit.registers, f"{limit.registers} ({limit.source})"
@@ -139,14 +141,16 @@ def choose_budget(sm: SMProfile, directives: dict, max_live: int, pair_penalty: 
     demand = pair_penalty + max_live + live_count
     head = (f"auto: MaxLive {max_live}" + (f" + {pair_penalty} pair" if pair_penalty else "")
             + (f" + {live_count} ABI" if live_count else "") + f", limit {why}")
-    if demand >= limit:
-        return Budget(limit, f"{head}; demand {demand} >= limit: budget {limit}")
     # the top of the occupancy step holding the demand
     w = max_warps(sm, demand)
-    target = demand
+    target = min(demand, limit)
     while target < limit and max_warps(sm, target + 1) == w:
         target += 1
     target = max(target, floor)
+    if occupancy_target is not None:
+        return for_occupancy(sm, directives, target, floor, occupancy_target, head)
+    if demand >= limit:
+        return Budget(limit, f"{head}; demand {demand} >= limit: budget {limit}")
     frac = budget_fraction(model, demand)
     steps = [f"{target} regs -> {max_warps(sm, target)} warps"]
     stop = "no higher occupancy to reach"
@@ -165,3 +169,22 @@ def choose_budget(sm: SMProfile, directives: dict, max_live: int, pair_penalty: 
         target = t1
     reason = f"{head}; " + ", ".join(steps) + f"; stop: {stop}; budget {target}"
     return Budget(target, reason, steps)
+
+
+def for_occupancy(sm: SMProfile, directives: dict, top: int, floor: int, percent: float,
+                  head: str) -> Budget:
+    """``--occupancy-target PCT`` (seed 001's ``-nvptx-regalloc-occupancy-target``): the most
+    registers, at most ``top`` (the top of MaxLive's occupancy step, under the limit), whose
+    occupancy at the launch bound's block size (else 256; :mod:`occupancy`) reaches
+    ``percent``; never below ``floor``, the registers one instruction needs (then the target
+    is out of reach and the reason says so)."""
+    from .occupancy import block_size, occupancy
+
+    block = block_size(directives)
+    r = top
+    while r > floor and occupancy(sm, r, block).fraction * 100 < percent:
+        r -= 1
+    got = occupancy(sm, r, block).fraction * 100
+    verdict = "reached" if got >= percent else f"out of reach above {floor} registers"
+    return Budget(r, f"{head}; occupancy target {percent:g} % at {block} threads: {r} regs -> "
+                     f"{got:.1f} % ({verdict}); budget {r}")
