@@ -460,7 +460,7 @@ def _add_ptxas_flags(p: argparse.ArgumentParser) -> None:
 def _verify_options(p: argparse.ArgumentParser, skip: str) -> None:
     """``--verify-regalloc`` (seed 001's flag; the default) or ``--no-verify``."""
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--verify-regalloc", dest="no_verify", action="store_false",
+    g.add_argument("--verify-regalloc", dest="no_verify", action="store_false", default=False,
                    help="prove every allocation with the independent checker (the default)")
     g.add_argument("--no-verify", dest="no_verify", action="store_true", help=skip)
 
