@@ -240,14 +240,20 @@ def _knobs(args: argparse.Namespace, budget) -> dict[str, float]:
 def _options(args: argparse.Namespace, knobs: dict[str, float], **more):
     """The :class:`~ptxalloc.alloc.driver.Options` of ``allocate`` and ``diff``: the
     allocator, the knobs, seed 001's flags (``--spill-limit``, ``--occupancy-target``,
-    ``--coalescing-factor``) and ``more``."""
+    ``--coalescing-factor``), where spills go (``--spill-to``, ``--block-size``) and
+    ``more``."""
     from .alloc.driver import Options
 
     extra = {}
     if args.coalescing_factor is not None:
         extra["coalesce_factor"] = _number(args.coalescing_factor, "--coalescing-factor", 0.0,
                                            None)
-    return Options(allocator=args.allocator, knobs=knobs,
+    if args.block_size is not None and args.spill_to != "shared":
+        print("ptxalloc: warning: --block-size has no effect here: only --spill-to shared "
+              "reads it", file=sys.stderr)
+    return Options(allocator=args.allocator, knobs=knobs, spill_to=args.spill_to,
+                   block_size=_count_or_all(args.block_size, "--block-size", 1, 1024,
+                                            allow_all=False),
                    spill_limit=_count_or_all(args.spill_limit, "--spill-limit", 0, None,
                                              allow_all=False),
                    occupancy_target=(None if args.occupancy_target is None else _number(
@@ -489,6 +495,12 @@ def _add_allocation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--coalescing-factor", metavar="F", help="the factor conservative "
                    "coalescing weighs neighbours' degrees by (seed 001/002; default 0.8; 1.0 "
                    "is the textbook test, lower coalesces more); briggs and fatpoint read it")
+    p.add_argument("--spill-to", choices=("local", "shared"), default="local",
+                   help="where spill slots live: local memory (the default) or, per thread, a "
+                   ".shared array of frame x threads-per-block bytes (seed 004's SMEM "
+                   "spilling; refused for a .func and a kernel that calls)")
+    p.add_argument("--block-size", metavar="THREADS", help="with --spill-to shared: threads "
+                   "per block for a kernel without .reqntid/.maxntid (1..1024)")
     p.add_argument("--registers", metavar="K",
                    help="register budget for every function, 1..255, overriding the "
                    "directives; 'seed': CICC's constant 15; 'auto': per function, the "

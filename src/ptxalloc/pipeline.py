@@ -141,7 +141,7 @@ def allocate_module(module: Module, registers: int | str | None = None,
             mark_scheduled(res.function, scheduled.order)
             res.extra["schedule"] = scheduled.report()
         res.extra["spills"] = explain_spills(fn, res, sm, files)
-        res.extra["occupancy"] = occupancy(sm, res.registers, block_size(fn.directives)).as_dict()
+        res.extra["occupancy"] = _occupancy(sm, res, fn)
         res.text = emit_function(res.function, res.names.__getitem__)
         texts[fn.name] = res.text
         results.append(res)
@@ -163,6 +163,17 @@ def allocate_module(module: Module, registers: int | str | None = None,
             res.extra["regalloc_stats"] = regalloc_stats(res)
             del res.extra["graph"]
     return ModuleResult(text, results, sm, module.filename)
+
+
+def _occupancy(sm: SMProfile, res: FunctionResult, fn) -> dict:
+    """The occupancy of an allocated function at its launch bound's block size (else 256); with
+    a shared spill area, at that area's block size and counting its bytes (the area's
+    ``occupancy_without`` is the same registers without it: what spilling to shared costs)."""
+    area = res.extra.get("shared_spill")
+    if area is None:
+        return occupancy(sm, res.registers, block_size(fn.directives)).as_dict()
+    area["occupancy_without"] = occupancy(sm, res.registers, area["block_size"]).as_dict()
+    return occupancy(sm, res.registers, area["block_size"], area["bytes"]).as_dict()
 
 
 def check_within_budget(results: list[FunctionResult]) -> None:

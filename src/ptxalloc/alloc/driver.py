@@ -52,6 +52,7 @@ from ..passes.serialize_wgmma import serialize_wgmma
 from ..spill.lazy import dead_spill_stores, reload_moves, remove_redundant_spill_code
 from ..spill.remat import COMPUTE_COST, remat_candidates
 from ..spill.rewrite import SpillState, rewrite_spills
+from ..spill import shared
 from ..spill.saves import insert_call_saves, insert_callee_saves
 from ..spill.slots import assign_slots
 from ..target.abi import Convention
@@ -79,7 +80,9 @@ class Options:
     a function may spill before the allocation is refused (``--spill-limit``; seed 001's
     ``-spill-limit``), and whether to gather seed 001's statistics
     (``--print-regalloc-stats``: the first round's interference graph); ``occupancy_target``
-    is read by ``--registers auto`` (:func:`ptxalloc.target.budget.choose_budget`)."""
+    is read by ``--registers auto`` (:func:`ptxalloc.target.budget.choose_budget`);
+    ``spill_to`` is where spill slots live, ``local`` or ``shared`` (:mod:`ptxalloc.spill.shared`,
+    with ``block_size`` for a kernel without launch bounds)."""
 
     allocator: str = "briggs"
     coalesce_factor: float = COALESCE_FACTOR
@@ -89,6 +92,8 @@ class Options:
     spill_limit: int | None = None
     stats: bool = False
     occupancy_target: float | None = None   # --registers auto: percent (target.budget)
+    spill_to: str = "local"                 # or "shared" (ptxalloc.spill.shared)
+    block_size: int | None = None           # shared: threads per block without launch bounds
 
 
 @dataclass
@@ -162,6 +167,7 @@ class Allocation:
     name: Callable[[int], str]          # register id -> the name of its value in the input
     in_flight: set[int]                 # registers of asynchronous instructions
     relief_precolored: dict[int, int] = field(default_factory=dict)   # see :func:`_spill`
+    shared_block: tuple[int, str] | None = None    # --spill-to shared: threads, their source
     analysis: FunctionAnalysis | None = None
     problem: Problem | None = None
     coloring: Coloring | None = None
@@ -234,10 +240,18 @@ def _prepare(fn: Function, sm: SMProfile, budget: int, options: Options, allocat
     result.notes.extend(serialize_wgmma(work, regfile, pinned, name))
     check_feasible(work, regfile, pinned, name)
     in_flight = bind_async_waits(work)
-    state = SpillState(output.spill_array_name(fn, SPILL_ARRAY), origin_of)
+    shared_block = None
+    if options.spill_to == "shared":
+        shared.check_allowed(fn)
+        threads, source, one_dim = shared.block_threads(fn, options.block_size)
+        shared_block = (threads, source)
+        state = SpillState(shared.array_name(fn, module_decls), origin_of, shared=True,
+                           one_dimensional=one_dim)
+    else:
+        state = SpillState(output.spill_array_name(fn, SPILL_ARRAY), origin_of)
     state.no_spill |= in_flight
     return Allocation(fn, sm, budget, options, session, result, work, conv, info, regfile,
-                      pinned, state, name, in_flight)
+                      pinned, state, name, in_flight, shared_block=shared_block)
 
 
 def _max_live_as_written(fn: Function) -> tuple[int, int]:
@@ -256,8 +270,10 @@ def _original_names(fn: Function, origin_of: dict[int, int]) -> Callable[[int], 
     names = fn.regs.names
 
     def name(v: int) -> str:
-        """The input's name of the value register ``v`` carries."""
-        return names[origin_of.get(v, v)]
+        """The input's name of the value register ``v`` carries (the shared spill base and its
+        scratch registers carry none of the input's)."""
+        o = origin_of.get(v, v)
+        return names[o] if o < len(names) else "(the shared spill frame's address)"
     return name
 
 
@@ -372,6 +388,9 @@ def _finish(a: Allocation) -> None:
     cfg = _insert_saves(a, start, shapes)
     cfg = _drop_redundant_spill_code(a, cfg, start, shapes)
     frame = a.session.slots(cfg, assign_slots(cfg, a.state.slot_size, a.state.array))
+    if a.state.shared and frame:
+        shared.check_size(a.original, frame, a.shared_block[0])
+        shared.set_frame(a.work.body, frame)
     stem = output.choose_stem(a.original)
     names = list(a.work.regs.names)
     for v, s in start.items():
@@ -477,10 +496,16 @@ def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], ste
     # the high-water marks cover whole placements (a tuple's sink members included)
     problem, coloring = a.problem, a.coloring
     preds = [s for node, s in coloring.start.items() if problem.shape[node].file == PRED]
+    threads = a.shared_block[0] if a.shared_block else 0
     header = (f"//@ptxalloc allocator={a.options.allocator} budget={a.budget} arch={a.sm.name} "
               f"stem={stem}" + (f" spill={state.array} frame={frame}" if frame else "")
+              + (f" space=shared block={threads}" if frame and state.shared else "")
               + (" abi=1" if info.active else "") + (" leaf=1" if info.leaf else ""))
-    array_decl = f".local .align 16 .b8 {state.array}[{frame}];" if frame else None
+    array_decl = None
+    if frame and state.shared:
+        array_decl = shared.declaration(state.array, frame, threads)
+    elif frame:
+        array_decl = f".local .align 16 .b8 {state.array}[{frame}];"
     out = work.copy()
     out.body = output.build_body(work, header, output.declarations(used_names, stem),
                                  array_decl, removed_copies)
@@ -490,7 +515,12 @@ def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], ste
     result.predicates = max(preds, default=-1) + 1
     result.spill_stores_bytes = stores
     result.spill_loads_bytes = loads
-    result.stack_frame_bytes = frame
+    result.stack_frame_bytes = 0 if state.shared else frame
+    if state.shared:
+        result.extra["spill_to"] = "shared"
+        result.extra["shared_spill"] = {"bytes": frame * threads, "frame_bytes": frame,
+                                        "block_size": threads,
+                                        "block_from": a.shared_block[1]}
     result.spilled_values = len(state.spilled_values)
     result.rematerialized = len(state.rematerialized)
     result.moves_coalesced = len(removed_copies)

@@ -33,18 +33,30 @@ def copy(regs: RegTable, dst: int, src: int, line: int = 0) -> Instruction:
     return ins
 
 
-def spill_store(regs: RegTable, src: int, array: str, line: int = 0) -> Instruction:
-    """``st.local.b32 [array], src`` — the offset is filled in once slots are assigned."""
-    ins = Instruction("st.local" + bit_type(regs, src), [Mem(Sym(array)), Reg(src)], line=line)
+def spill_store(regs: RegTable, src: int, array: str, line: int = 0,
+                base: int = -1) -> Instruction:
+    """``st.local.b32 [array], src``, or with a ``base`` register ``st.shared.b32 [base],
+    src`` (:mod:`ptxalloc.spill.shared`) — the offset is filled in once slots are assigned."""
+    ins = Instruction(("st.shared" if base >= 0 else "st.local") + bit_type(regs, src),
+                      [_slot_address(array, base), Reg(src)], line=line)
     isa.classify(ins, regs)
     return ins
 
 
-def spill_reload(regs: RegTable, dst: int, array: str, line: int = 0) -> Instruction:
-    """``ld.local.b32 dst, [array]`` — the offset is filled in once slots are assigned."""
-    ins = Instruction("ld.local" + bit_type(regs, dst), [Reg(dst), Mem(Sym(array))], line=line)
+def spill_reload(regs: RegTable, dst: int, array: str, line: int = 0,
+                 base: int = -1) -> Instruction:
+    """``ld.local.b32 dst, [array]``, or ``ld.shared.b32 dst, [base]`` with a ``base``
+    register — the offset is filled in once slots are assigned."""
+    ins = Instruction(("ld.shared" if base >= 0 else "ld.local") + bit_type(regs, dst),
+                      [Reg(dst), _slot_address(array, base)], line=line)
     isa.classify(ins, regs)
     return ins
+
+
+def _slot_address(array: str, base: int) -> Mem:
+    """A spill slot's address before its offset: the ``.local`` array, or the register holding
+    this thread's shared spill frame."""
+    return Mem(Reg(base)) if base >= 0 else Mem(Sym(array))
 
 
 def pred_save(regs: RegTable, dst: int, pred: int, line: int = 0) -> Instruction:

@@ -22,6 +22,7 @@ kind                  the inserted instruction                            ``//@`
 ``crestore``          reloads it before a ``ret``                         ``//@crestore R24``
 ``move``              a copy of tuple legalization or of the convention   ``//@move %r5#12``
 ``serialize``         a ``wgmma.wait_group 0`` of serialization           ``//@serialize``
+``sbase``             computes the shared spill frame's address at entry  ``//@sbase``
 ====================  ==================================================  ====================
 """
 
@@ -46,6 +47,7 @@ class EditKind(Enum):
     CRESTORE = "crestore"
     MOVE = "move"
     SERIALIZE = "serialize"
+    SBASE = "sbase"
 
 
 #: the kinds that store to a spill slot, and those that reload from one

@@ -22,7 +22,7 @@ def verbose_lines(r: FunctionResult, sm: SMProfile | None, kind: str = "func",
         f"ptxas info    : Function properties for {r.name}",
         f"    {r.stack_frame_bytes} bytes stack frame, {r.spill_stores_bytes} bytes spill "
         f"stores, {r.spill_loads_bytes} bytes spill loads",
-        f"ptxas info    : Used {r.registers} registers",
+        f"ptxas info    : Used {r.registers} registers" + _smem(r),
         f"ptxalloc info : {r.name}: {r.allocator}, budget {r.budget}"
         f"{f' from {source}' if source else ''}, {arch}; {r.predicates} predicates "
         f"(MaxLive {_max_live(r)})",
@@ -33,6 +33,21 @@ def verbose_lines(r: FunctionResult, sm: SMProfile | None, kind: str = "func",
     lines.extend(f"    {note}" for note in r.notes)
     lines.extend(spills)
     return lines
+
+
+def _smem(r: FunctionResult) -> str:
+    """ptxas's ``, N bytes smem`` for the shared spill area (``--spill-to shared``) and the
+    occupancy it costs; ptxalloc knows no other shared memory."""
+    area = r.extra.get("shared_spill")
+    if not area:
+        return ""
+    occ, without = r.extra.get("occupancy"), area.get("occupancy_without")
+    cost = ""
+    if occ and without and occ["occupancy"] is not None and without["occupancy"] is not None:
+        cost = (f" (spill area: {area['frame_bytes']} bytes x {area['block_size']} threads; "
+                f"occupancy {100 * occ['occupancy']:.1f} % against "
+                f"{100 * without['occupancy']:.1f} % without it)")
+    return f", {area['bytes']} bytes smem{cost}"
 
 
 def _max_live(r: FunctionResult) -> str:

@@ -15,7 +15,10 @@ Two other ways out:
   0, p`` after each definition and ``setp.ne.u32 p, b, 0`` before each use. That register is an
   ordinary value and may itself be spilled in a later round.
 
-Stores and reloads address the function's ``.local`` spill array; their ``origin`` is an
+Stores and reloads address the function's ``.local`` spill array, or with ``--spill-to shared``
+this thread's frame in the ``.shared`` spill area through the base register that the entry
+sequence of :mod:`shared` computes (made the first time a value goes to memory); their
+``origin`` is an
 :class:`~ptxalloc.ir.edits.Edit` naming the value and the spilled register's
 :class:`~ptxalloc.ir.edits.Slot`, and their offsets are filled in once every slot is known
 (:mod:`slots`).
@@ -31,6 +34,7 @@ from ..ir.instruction import Instruction, Removed
 from ..ir.module import Function
 from ..ir.operands import Reg
 from ..ir.registers import RegClass
+from . import shared
 
 
 @dataclass
@@ -44,6 +48,9 @@ class SpillState:
     pred_home: dict[int, int] = field(default_factory=dict)       # predicate -> its GPR
     spilled_values: set[int] = field(default_factory=set)         # original values spilled
     rematerialized: set[int] = field(default_factory=set)
+    shared: bool = False            # --spill-to shared: ``array`` is the .shared spill area
+    one_dimensional: bool = False   # shared: the block is one-dimensional (spill.shared)
+    base: int = -1                  # shared: the register holding this thread's frame address
 
 
 def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
@@ -63,6 +70,10 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
             state.pred_home[v] = b
         else:
             state.slot_size[value_slot(v)] = build.width_bytes(regs, v)
+    entry = []
+    if state.shared and state.base < 0 and state.slot_size:
+        state.base, entry = shared.base_sequence(regs, state.array, state.one_dimensional)
+        state.no_spill.update(range(state.base, len(regs)))
 
     body = []
     for s in out.body:
@@ -98,7 +109,7 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
             if v in remat:
                 continue                        # recomputed at every use instead
             body.append(_save(regs, v, temp[v], state, line))
-    out.body = body
+    out.body = shared.insert_at_entry(body, entry) if entry else body
     return out
 
 
@@ -115,7 +126,7 @@ def _restore(regs, v: int, t: int, remat: dict[int, Instruction], state: SpillSt
         ins = build.pred_restore(regs, t, state.pred_home[v], line)
         ins.origin = Edit(EditKind.PRELOAD, value)
         return ins
-    ins = build.spill_reload(regs, t, state.array, line)
+    ins = build.spill_reload(regs, t, state.array, line, state.base)
     ins.origin = Edit(EditKind.RELOAD, value, value_slot(v))
     return ins
 
@@ -126,6 +137,6 @@ def _save(regs, v: int, t: int, state: SpillState, line: int) -> Instruction:
         ins = build.pred_save(regs, state.pred_home[v], t, line)
         ins.origin = Edit(EditKind.PSPILL, value)
         return ins
-    ins = build.spill_store(regs, t, state.array, line)
+    ins = build.spill_store(regs, t, state.array, line, state.base)
     ins.origin = Edit(EditKind.SPILL, value, value_slot(v))
     return ins

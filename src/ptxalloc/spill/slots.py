@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..errors import AllocationError
 from ..ir.cfg import CFG
 from ..ir.edits import Slot
-from ..ir.operands import Mem, Sym
+from ..ir.operands import Mem, Reg, Sym
 from ..util import bits
 
 MAX_FRAME = 64 * 1024
@@ -114,5 +114,7 @@ def assign_slots(cfg: CFG, sizes: dict[Slot, int], array: str) -> int:
             if i >= 0:
                 k = ins.ops[0] if type(ins.ops[0]) is Mem else ins.ops[1]
                 pos = ins.ops.index(k)
-                ins.ops[pos] = Mem(Sym(array), f"+{offset[keys[i]]}")
+                # a shared spill slot keeps its base register (:mod:`shared`)
+                base = k.base if type(k.base) is Reg else Sym(array)
+                ins.ops[pos] = Mem(base, f"+{offset[keys[i]]}")
     return frame

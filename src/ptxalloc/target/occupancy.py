@@ -12,8 +12,16 @@ CUDA Occupancy Calculator computes it (``cuda_occupancy.h`` of CUDA 13.0,
     occupancy            = blocks x warps per block / max warps
 
 More than 255 registers per thread cannot launch at all: no occupancy, the function must spill.
-Shared memory is not modelled (the figure is in the profile). Registers are counted as ptxas
-reports them ("Used N registers").
+Registers are counted as ptxas reports them ("Used N registers").
+
+Shared memory limits blocks too when a block declares some (``shared`` bytes: ptxalloc knows
+only the shared-memory spill area it adds, ``--spill-to shared``), as the calculator's
+``cudaOccMaxBlocksPerSMSmemLimit`` counts it at the largest carveout (the profile's shared
+memory per SM): each block takes its bytes plus the driver's reservation
+(``reservedSharedMemPerBlock``: 1 KB from sm_80, none before) rounded up to the allocation
+granularity (``cudaOccSMemAllocationGranularity``: 256 bytes on sm_7x, 128 from sm_80)::
+
+    blocks by shared memory = shared per SM // roundup(shared + reserved, granularity)
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ class Occupancy:
     blocks_per_sm: int
     warps_per_sm: int
     fraction: float
-    limiter: str            # registers / warps / blocks
+    limiter: str            # registers / warps / blocks / shared memory
 
     @property
     def must_spill(self) -> bool:
@@ -58,12 +66,24 @@ def warps_by_registers(sm: SMProfile, registers: int) -> int:
     return (sm.regs_per_sm // SUB_PARTITIONS // per_warp) * SUB_PARTITIONS
 
 
-def occupancy(sm: SMProfile, registers: int, block: int = DEFAULT_BLOCK) -> Occupancy:
+def shared_per_block(sm: SMProfile, shared: int) -> int:
+    """The shared memory one block takes from the SM for ``shared`` bytes of its own (module
+    docstring: the driver's reservation, the allocation granularity)."""
+    reserved, granularity = (1024, 128) if sm.sm >= 80 else (0, 256)
+    return -(-(shared + reserved) // granularity) * granularity
+
+
+def occupancy(sm: SMProfile, registers: int, block: int = DEFAULT_BLOCK,
+              shared: int = 0) -> Occupancy:
+    """The occupancy at ``registers`` per thread, ``block`` threads per block and ``shared``
+    bytes of shared memory per block (0: not a limit; module docstring)."""
     warps_per_block = max(1, math.ceil(block / 32))
     if registers > sm.regs_per_thread:
         return Occupancy(registers, block, 0, 0, 0.0, "registers")
     limits = {"warps": sm.max_warps // warps_per_block, "blocks": sm.max_blocks,
               "registers": warps_by_registers(sm, registers) // warps_per_block}
+    if shared > 0:
+        limits["shared memory"] = sm.shared_kb * 1024 // shared_per_block(sm, shared)
     blocks = min(limits.values())
     limiter = next(k for k, v in limits.items() if v == blocks)    # ties: warps, blocks, regs
     warps = blocks * warps_per_block
