@@ -42,7 +42,7 @@ from ..analysis import FunctionAnalysis, analyze_function, pressure_of
 from ..analysis.calls import is_call
 from ..analysis.need import check_feasible, pinned_registers
 from ..errors import AllocationError
-from ..ir.build import width_bytes
+from ..ir.build import stored, width_bytes
 from ..ir.cfg import CFG
 from ..ir.module import Function
 from ..passes.asynchrony import bind_async_waits
@@ -490,7 +490,7 @@ def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], ste
         output.annotate(ins, a.original.regs)
         o = ins.origin
         if o is not None and o.stores:
-            stores += width_bytes(regs, ins.uses[0])
+            stores += width_bytes(regs, stored(ins))
         elif o is not None and o.loads:
             loads += width_bytes(regs, ins.defs[0])
     # the high-water marks cover whole placements (a tuple's sink members included)

@@ -53,6 +53,12 @@ def spill_reload(regs: RegTable, dst: int, array: str, line: int = 0,
     return ins
 
 
+def stored(ins: Instruction) -> int:
+    """The register a spill store writes to memory: its second operand (the first is the
+    address, whose base may be a register of its own: :mod:`ptxalloc.spill.shared`)."""
+    return ins.ops[1].v
+
+
 def _slot_address(array: str, base: int) -> Mem:
     """A spill slot's address before its offset: the ``.local`` array, or the register holding
     this thread's shared spill frame."""

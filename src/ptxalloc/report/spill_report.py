@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..analysis import analyze_function
 from ..analysis.sources import format_source, source_of
-from ..ir.build import width_bytes
+from ..ir.build import stored, width_bytes
 from ..ir.registers import RegClass
 from ..util import bits
 
@@ -41,7 +41,7 @@ def explain_spills(original, result, sm, files: dict[int, str]) -> dict:
                                            "store_bytes": 0, "reload_bytes": 0})
             row[PRESSURE_KINDS[kind]] += 1
             if kind == "spill":
-                row["store_bytes"] += width_bytes(work_regs, ins.uses[0])
+                row["store_bytes"] += width_bytes(work_regs, stored(ins))
             elif kind == "reload":
                 row["reload_bytes"] += width_bytes(work_regs, ins.defs[0])
         elif kind in CONVENTION_KINDS:
@@ -49,7 +49,7 @@ def explain_spills(original, result, sm, files: dict[int, str]) -> dict:
             c = conv["values"].setdefault(name, {"saves": 0, "restores": 0})
             if kind == "save":
                 c["saves"] += 1
-                conv["save_bytes"] += width_bytes(work_regs, ins.uses[0])
+                conv["save_bytes"] += width_bytes(work_regs, stored(ins))
             else:
                 c["restores"] += 1
                 conv["restore_bytes"] += width_bytes(work_regs, ins.defs[0])

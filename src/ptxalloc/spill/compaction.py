@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.build import width_bytes
+from ..ir.build import stored, width_bytes
 from ..ir.cfg import CFG
 from ..ir.operands import Mem
 
@@ -68,7 +68,7 @@ def accesses(cfg: CFG) -> list[Access]:
             else:
                 continue
             off = int(op.offset or "+0")
-            v = ins.uses[0] if o.stores else ins.defs[0]
+            v = stored(ins) if o.stores else ins.defs[0]
             out.append(Access(ins, pos, off, width_bytes(regs, v), b.freq))
     return out
 

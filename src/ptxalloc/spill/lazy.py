@@ -69,7 +69,7 @@ def remove_redundant_spill_code(cfg: CFG, mask_of: dict[int, int],
             avail.add(pair)
             return avail
         if o is not None and o.stores:
-            r = mask_of[ins.uses[0]]
+            r = mask_of[build.stored(ins)]
             pair = (r, o.slot)
             if pair in avail:
                 if redundant is not None:

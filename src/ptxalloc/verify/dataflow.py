@@ -121,7 +121,11 @@ class Dataflow:
                     st.pending = st.pending | frozenset(Pending(loc, v, fl.wait, line)
                                                         for loc, v in fl.accessed)
             elif kind is Copy:
-                idx, src, dst, v, what = ev
+                idx, src, dst, v, what, address = ev
+                for loc, av, k in address:
+                    hs = held.get(loc)
+                    if hs is None or av not in hs:
+                        raise self.msgs.use_error(st, idx, loc, av, self.msgs.describe(k))
                 hs = held.get(src)
                 if hs is None:
                     hs = st.undef

@@ -68,13 +68,15 @@ class Copy(NamedTuple):
     """An inserted copy (``//@move``, ``//@spill``, ``//@reload``, ``//@pspill``,
     ``//@preload``, ``//@save``, ``//@restore``, ``//@csave``, ``//@crestore``): ``dst`` gets
     ``src``'s whole value set; ``src`` must hold ``value`` where it is live. ``what`` names the
-    copy in messages."""
+    copy in messages. ``address``: uses the access needs besides (a shared spill slot's base
+    register holding the frame address, :mod:`.shared`)."""
 
     idx: int
     src: int
     dst: int
     value: int
     what: str
+    address: tuple[Use, ...] = ()
 
 
 class Remat(NamedTuple):

@@ -20,6 +20,7 @@ HEADER = "//@ptxalloc"
 EARLIER_HEADER = "// @ptxalloc"     # an earlier run's header, neutralized (allocated-ptx.md)
 REMOVED = "//@removed"
 SERIALIZE = "//@serialize"
+SBASE = "//@sbase"                  # a step of the shared spill frame's address (.shared)
 
 #: An inserted copy's annotation: group 1 the kind, 2 and 3 the original value's name and id;
 #: or a callee save: group 4 the kind, 5 the register number.
@@ -57,7 +58,8 @@ class Header(NamedTuple):
     """What the proof reads from the header: budget K (1..255), the register-name stem, the
     spill array (None when there is none) and its frame in bytes, whether ``abi=1``, whether
     ``schedule=1`` (the function was allocated from the original reordered as its
-    ``//@schedule`` lines say: :mod:`.schedule`)."""
+    ``//@schedule`` lines say: :mod:`.schedule`), and with ``space=shared block=N`` the spill
+    array is a ``.shared`` area of N threads' frames (:mod:`.shared`)."""
 
     budget: int
     stem: str
@@ -67,6 +69,8 @@ class Header(NamedTuple):
     allocator: str
     arch: str
     scheduled: bool = False
+    shared: bool = False            # space=shared: the spill array is a .shared area
+    block: int = 0                  # shared: the threads whose frames it holds
 
     @classmethod
     def parse(cls, fields: dict[str, str], where: str) -> "Header":
@@ -83,6 +87,19 @@ class Header(NamedTuple):
             frame = int(fields.get("frame", "0"))
         except ValueError:
             raise CheckerInputError(f"{where}: bad frame size '{fields['frame']}'")
+        space = fields.get("space", "local")
+        if space not in ("local", "shared"):
+            raise CheckerInputError(f"{where}: unknown spill space '{space}'")
+        block = 0
+        if space == "shared":
+            try:
+                block = int(fields.get("block", ""))
+            except ValueError:
+                raise CheckerInputError(f"{where}: space=shared without a block size")
+            if not 1 <= block <= 1024 or not fields.get("spill"):
+                raise CheckerInputError(f"{where}: space=shared needs a spill area and a "
+                                        f"block of 1..1024 threads")
         return cls(budget, fields["stem"], fields.get("spill") or None, frame,
                    fields.get("abi") == "1", fields.get("allocator", "?"),
-                   fields.get("arch", "?"), fields.get("schedule") == "1")
+                   fields.get("arch", "?"), fields.get("schedule") == "1",
+                   space == "shared", block)

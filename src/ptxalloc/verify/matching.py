@@ -32,12 +32,14 @@ from .blocks import Blocks
 from .convention import callee_saved, caller_saved
 from .events import (Copy, Event, InFlight, Original, Remat, RemovedCopy, RemovedDef,
                      Wait)
-from .header import (ANNOTATION, EARLIER_HEADER, HEADER, REMOVED, SERIALIZE,
+from .header import (ANNOTATION, EARLIER_HEADER, HEADER, REMOVED, SBASE, SERIALIZE,
                      CheckerInputError, Header, read_header)
 from .locations import CLASS_BITS, CLASS_FAMILY, Locations
 from .messages import Messages, first_diff
 from .placements import Placements
 from .schedule import SCHEDULE
+from .shared import BASE_OFFSET, SCRATCH_OFFSET, BaseRun, check_area
+from ..spill.shared import ABI_REASON
 
 
 class Matched(NamedTuple):
@@ -71,6 +73,8 @@ class Matcher:
         self.frame = header.frame
         self.abi = header.abi
         self.scheduled = header.scheduled
+        self.shared = header.shared
+        self.block = header.block
         self.locs = locs
         self.msgs = msgs
         self.fail_at = msgs.fail_at
@@ -113,6 +117,9 @@ class Matcher:
                                     f"calling convention applies ({why})")
         self.bindings = (find_bindings(orig, self.module_decls, self.budget, self.oclass)
                          if self.abi else {})
+        if self.shared and self.abi:
+            raise VerificationError(f"{self.where_fn()}: spills to shared memory under the "
+                                    f"calling convention (abi=1): {ABI_REASON}")
 
     # -- matching and decoding --
 
@@ -120,6 +127,7 @@ class Matcher:
         """Match the allocated body against the original and decode every instruction into an
         event for the dataflow; builds the allocated CFG."""
         self._original_facts()
+        self.base_run = self._base_run()
         oinstrs = self.oinstrs
         n_orig = len(oinstrs)
         olabels = []
@@ -157,6 +165,12 @@ class Matcher:
                     self.sites.append((s, s.line, None))
                     events.append(self._serialize(s, idx))
                     counts["serialize"] = counts.get("serialize", 0) + 1
+                elif s.comment.strip() == SBASE:
+                    self.sites.append((s, s.line, None))
+                    events.append(self._sbase(s, idx))
+                    counts["sbase"] = counts.get("sbase", 0) + 1
+                    syn_body.append(s)
+                    continue
                 else:
                     if s.comment.startswith("//@"):
                         self.sites.append((s, s.line, None))
@@ -171,9 +185,11 @@ class Matcher:
                     self.sites.append((s, s.line, o))
                     events.append(self._original(o, s, idx))
                 syn_body.append(s)
+                self.base_run.interrupt()
             elif t is Label:
                 alabels.append((s.name, oi))
                 syn_body.append(s)
+                self.base_run.interrupt()
             elif t is Raw:
                 if s.kind == COMMENT and s.text.startswith(REMOVED):
                     idx = len(events)
@@ -187,11 +203,13 @@ class Matcher:
                     self.sites.append((text, s.line, o))
                     events.append(self._removed(o, text, idx))
                     self.removed += 1
+                    self.base_run.interrupt()
                     syn_body.append(Instruction("ptxalloc.removed", [], line=s.line))
                 elif s.kind == DIRECTIVE:
                     text = " ".join(s.text.split())
                     if self.spill is not None and re.match(
-                            r"\.local\s.*\b" + re.escape(self.spill) + r"\s*\[", text):
+                            (r"\.shared\s.*\b" if self.shared else r"\.local\s.*\b")
+                            + re.escape(self.spill) + r"\s*\[", text):
                         array_decl = text
                     else:
                         adirs.append(text)
@@ -221,7 +239,9 @@ class Matcher:
                                     f"original's ({first_diff(adirs, odirs)})")
         if self.alloc.branch_targets != self.orig.branch_targets:
             raise VerificationError(f"{self.where_fn()}: branch target lists differ")
-        if self.spill is not None:
+        if self.shared:
+            pass            # checked before the body is read (the base run needs it)
+        elif self.spill is not None:
             m = re.match(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.b8\s+" + re.escape(self.spill)
                          + r"\s*\[(\d+)\]\s*;$", array_decl or "")
             if m is None:
@@ -374,6 +394,53 @@ class Matcher:
                                     "'wgmma.wait_group.sync.aligned 0'")
         return Wait(idx)
 
+    def _base_run(self) -> BaseRun:
+        """The symbolic evaluator of the ``//@sbase`` entry sequence (:mod:`.shared`), after
+        the shared spill area's declaration and block size are checked."""
+        if not self.shared:
+            return BaseRun("", 0, False)
+        decl = None
+        for s in self.alloc.body:
+            if type(s) is Raw and s.kind == DIRECTIVE and re.match(
+                    r"\.shared\s.*\b" + re.escape(self.spill) + r"\s*\[", s.text):
+                decl = " ".join(s.text.split())
+        one_dim = check_area(self.where_fn(), self.orig.directives, decl, self.spill,
+                             self.frame, self.block)
+        return BaseRun(self.spill, self.frame, one_dim)
+
+    def _sbase(self, a: Instruction, idx: int) -> Event:
+        """``//@sbase``: one step of the entry sequence computing the shared spill frame's
+        address; its destination holds that address or a scratch value afterwards."""
+        if not self.shared:
+            raise self.fail_at(idx, "an //@sbase instruction, but the header has no "
+                                    "space=shared")
+        got = self.base_run.step(a, self.aregs.names, self.stem)
+        if type(got) is str:
+            raise self.fail_at(idx, got)
+        dst, is_base = got
+        p = self.places.decode(self.aregs.names[dst], "destination", idx)
+        self.places.check_decl(dst, p, "destination", idx)
+        n = len(self.oregs)
+        return Remat(idx, self.locs.register(p, self.aregs.names[dst]),
+                     n + (BASE_OFFSET if is_base else SCRATCH_OFFSET))
+
+    def _shared_slot(self, mem, width: int, idx: int) -> tuple[int, tuple]:
+        """A shared spill slot ``[R+off]``: the slot of the frame, and the use of ``R``, which
+        must hold this thread's frame address there (:mod:`.shared`)."""
+        if type(mem) is not Mem or type(mem.base) is not Reg or mem.base.comp or mem.rest \
+                or mem.suffix:
+            raise self.fail_at(idx, "a shared spill slot must be addressed '[R+offset]' from "
+                                    "the frame's address register")
+        name = self.aregs.names[mem.base.v]
+        p = self.places.decode(name, "the address register", idx)
+        if type(p) is int or p.family != "R":
+            raise self.fail_at(idx, f"the address register {name} is not a 32-bit register")
+        self.places.check_decl(mem.base.v, p, "the address register", idx)
+        slot = self.slot_loc(Mem(Sym(self.spill), mem.offset), width, idx)
+        use = (self.locs.register(p, name), len(self.oregs) + BASE_OFFSET,
+               self._special(f"the shared spill address {name}"))
+        return slot, (use,)
+
     def _callee_save(self, a: Instruction, kind: str, r: int, idx: int) -> Event:
         """``//@csave Rn`` stores callee-saved Rn's entry value in the prologue of a ``.func``;
         ``//@crestore Rn`` puts it back before a ``ret``."""
@@ -422,7 +489,8 @@ class Matcher:
             home = "GPR32"
         width_bits = CLASS_BITS[home or cls] * max(1, vec) if (home or cls) != "PRED" else 0
         if kind in ("spill", "reload", "save", "restore"):
-            prefix = "st.local." if kind in ("spill", "save") else "ld.local."
+            space = "shared" if self.shared and kind in ("spill", "reload") else "local"
+            prefix = f"st.{space}." if kind in ("spill", "save") else f"ld.{space}."
             if not opc.startswith(prefix) or _type_bits(opc[len(prefix):]) != width_bits \
                     or len(ops) != 2:
                 raise self.fail_at(idx, f"a {kind} of {self.vname(v)} must be "
@@ -431,13 +499,17 @@ class Matcher:
             mem, reg = (ops[0], ops[1]) if store else (ops[1], ops[0])
             if type(reg) is not Reg or reg.comp:
                 raise self.fail_at(idx, f"the {kind}ed register is not a plain register")
-            slot = self.slot_loc(mem, width_bits // 8, idx)
+            address = ()
+            if space == "shared":
+                slot, address = self._shared_slot(mem, width_bits // 8, idx)
+            else:
+                slot = self.slot_loc(mem, width_bits // 8, idx)
             rloc = self.value_loc(reg.v, v, "", "register", idx, home)
             what = {"spill": "spill store", "reload": "reload", "save": "save before a call",
                     "restore": "restore after a call"}[kind]
             if store:
-                return Copy(idx, rloc, slot, v, what)
-            return Copy(idx, slot, rloc, v, what)
+                return Copy(idx, rloc, slot, v, what, address)
+            return Copy(idx, slot, rloc, v, what, address)
         if kind == "move":
             if (len(ops) != 2 or not opc.startswith("mov.") or any(
                     type(op) is not Reg or op.comp for op in ops)

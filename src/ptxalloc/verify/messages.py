@@ -32,10 +32,11 @@ class Messages:
 
     def vname(self, v: int) -> str:
         """An original value, ``name#id``; a callee-saved register's value at entry,
-        ``Rn@entry``."""
+        ``Rn@entry``; the shared spill frame's address (:mod:`.shared`)."""
         n = len(self.onames)
         if v >= n:
-            return f"R{v - n}@entry"
+            from .shared import pseudo_name
+            return pseudo_name(v - n) or f"R{v - n}@entry"
         return f"{self.onames[v]}#{v}"
 
     def site(self, idx: int) -> str:

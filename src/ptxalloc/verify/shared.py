@@ -1,0 +1,128 @@
+"""The checker's reading of a shared-memory spill area (``space=shared`` in the header;
+docs/allocated-ptx.md, "Spilling to shared memory"; docs/checker.md).
+
+The allocation's own record is not trusted. The checker establishes three facts itself:
+
+* **The area.** The function declares ``.shared .align 16 .b8 ARRAY[M]`` with ``M >= frame x
+  block``, and the header's ``block`` covers the threads the function can have: at least the
+  product of its ``.reqntid``/``.maxntid`` (each bounds every dimension). Without launch
+  bounds the block is the user's word (``--block-size``), which the checker cannot see.
+* **The address.** Every ``//@sbase`` instruction is evaluated symbolically (:class:`BaseRun`):
+  it must be an unguarded ``mov.u32`` of ``%tid``/``%ntid`` or of the array, or a
+  ``mad.lo.u32`` of registers and immediates written earlier in the same unbroken run of
+  ``//@sbase`` instructions. A register whose term is exactly this thread's frame address,
+  ``(index*frame+ARRAY)`` over the linear thread index (``%tid.x`` only when the launch bound
+  makes the block one-dimensional), holds the pseudo-value :data:`BASE` afterwards; any other
+  write holds :data:`SCRATCH`. Both are values of the dataflow like any other, so an
+  overwrite of the base register before a spill access is caught there.
+* **The slots.** A spill store or reload addresses ``[R+off]`` with ``R`` a 32-bit register
+  that must hold :data:`BASE` where the access is (a use the dataflow checks); the offset is a
+  slot of the frame as for local memory. Distinct threads' frames are disjoint because their
+  linear indices are, so a slot behaves as thread-private memory.
+"""
+
+from __future__ import annotations
+
+from ..errors import VerificationError
+from ..ir.instruction import Instruction
+from ..ir.operands import Imm, Reg, Sym
+from ..spill.shared import expected_address
+
+#: pseudo-values past the original values (a callee-saved register's entry value is n + r)
+BASE_OFFSET = 1000
+SCRATCH_OFFSET = 1001
+SPECIALS = ("%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z")
+
+
+def pseudo_name(k: int) -> str | None:
+    """The name of pseudo-value ``n + k`` when it is one of this module's, else None."""
+    if k == BASE_OFFSET:
+        return "the shared spill frame's address"
+    if k == SCRATCH_OFFSET:
+        return "a step of the shared spill frame's address"
+    return None
+
+
+def launch_dims(directives: dict) -> list[int] | None:
+    """The dimensions of the launch bound (``.reqntid`` before ``.maxntid``), None without."""
+    for key in ("reqntid", "maxntid"):
+        val = directives.get(key)
+        if val:
+            return [max(1, int(d)) for d in (val if isinstance(val, list) else [val])]
+    return None
+
+
+def check_area(where: str, directives: dict, array_decl: str | None, array: str, frame: int,
+               block: int) -> bool:
+    """Check the area's declaration and block size; returns whether the block is
+    one-dimensional (only then may the address use ``%tid.x`` alone)."""
+    import re
+
+    m = re.match(r"\.shared\s+\.align\s+(\d+)\s+\.b8\s+" + re.escape(array)
+                 + r"\s*\[(\d+)\]\s*;$", array_decl or "")
+    if m is None:
+        raise VerificationError(f"{where}: the shared spill area '{array}' is not declared as "
+                                f"'.shared .align 16 .b8 {array}[{frame * block}];'")
+    if int(m.group(1)) < 16:
+        raise VerificationError(f"{where}: the shared spill area must be .align 16")
+    if int(m.group(2)) < frame * block:
+        raise VerificationError(f"{where}: the shared spill area has {m.group(2)} bytes, less "
+                                f"than the frame of {frame} x {block} threads")
+    dims = launch_dims(directives)
+    if dims is None:
+        return False
+    threads = 1
+    for d in dims:
+        threads *= d
+    if block < threads:
+        raise VerificationError(f"{where}: the shared spill area holds {block} threads' frames "
+                                f"but the launch bound allows {threads} threads")
+    return all(d == 1 for d in dims[1:])
+
+
+class BaseRun:
+    """Symbolic evaluation of the ``//@sbase`` instructions (module docstring). ``terms``
+    maps a physical register name to its term within the current unbroken run."""
+
+    def __init__(self, array: str, frame: int, one_dimensional: bool):
+        self.array = array
+        self.want = expected_address(array, frame, one_dimensional)
+        self.terms: dict[str, str] = {}
+
+    def interrupt(self) -> None:
+        """Any other statement ends the run: no register keeps a term across it."""
+        if self.terms:
+            self.terms = {}
+
+    def step(self, ins: Instruction, names: list[str], stem: str) -> tuple[int, bool] | str:
+        """Evaluate one ``//@sbase`` instruction: (the register it writes, whether it now
+        holds the frame address), or why the instruction is not a legal step."""
+        ops = ins.ops
+        if ins.guard >= 0:
+            return "an //@sbase instruction may not be guarded"
+        if not ops or type(ops[0]) is not Reg or ops[0].comp:
+            return "an //@sbase instruction must write one whole register"
+        dst = ops[0].v
+        if not names[dst].startswith(f"%{stem}R") or not names[dst][len(stem) + 2:].isdigit():
+            return f"an //@sbase instruction must write a 32-bit %{stem}R register"
+        if ins.opcode == "mov.u32" and len(ops) == 2 and type(ops[1]) is Sym:
+            src = ops[1].text
+            if src not in SPECIALS and src != self.array:
+                return (f"an //@sbase mov may read %tid, %ntid or the spill area "
+                        f"'{self.array}', not '{src}'")
+            term = src
+        elif ins.opcode == "mad.lo.u32" and len(ops) == 4:
+            parts = []
+            for op in ops[1:]:
+                if type(op) is Imm:
+                    parts.append(op.text.strip())
+                elif type(op) is Reg and not op.comp and names[op.v] in self.terms:
+                    parts.append(self.terms[names[op.v]])
+                else:
+                    return ("an //@sbase mad may read only immediates and registers written "
+                            "earlier in the same //@sbase sequence")
+            term = f"({parts[0]}*{parts[1]}+{parts[2]})"
+        else:
+            return "an //@sbase instruction must be 'mov.u32 R, SRC' or 'mad.lo.u32 R, a, b, c'"
+        self.terms[names[dst]] = term
+        return dst, term == self.want
