@@ -19,6 +19,7 @@ _COMPILING = re.compile(r"Compiling entry function '([^']+)'")
 _PROPS = re.compile(r"Function properties for (\S+)")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
 _TIME = re.compile(r"Compile time = ([\d.]+) ms")
 
 
@@ -29,6 +30,7 @@ class FunctionFigures:
     spill_stores: int | None = None
     spill_loads: int | None = None
     stack: int | None = None
+    smem: int = 0                   # "N bytes smem" on the "Used" line (static shared memory)
     compile_ms: float | None = None
 
 
@@ -74,6 +76,9 @@ def parse_verbose(output: str) -> dict[str, FunctionFigures]:
         m = _USED.search(line)
         if m:
             cur.registers = int(m.group(1))
+            sm = _SMEM.search(line)
+            if sm:
+                cur.smem = int(sm.group(1))
             continue
         m = _TIME.search(line)
         if m:

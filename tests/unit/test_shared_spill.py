@@ -1,0 +1,252 @@
+"""Spilling to shared memory (``--spill-to shared``; seed 004 "Spilling Overview"): the
+``.shared`` area of frame x threads bytes, the entry sequence computing this thread's frame
+address, the refusals (the calling convention, an unknown block size, an area over 48 KB),
+the occupancy it costs, and the checker's proof — including refutations of tampered output —
+on hand-written kernels, assembled by ptxas."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import DATA, REPO
+from ptxalloc import ptxas
+from ptxalloc.alloc.driver import Options
+from ptxalloc.cli import main
+from ptxalloc.errors import AllocationError, VerificationError
+from ptxalloc.pipeline import allocate_module
+from ptxalloc.ptx.parser import parse
+from ptxalloc.target.occupancy import occupancy, shared_per_block
+from ptxalloc.target.sm import PROFILES
+from ptxalloc.verify import verify_files
+
+
+def kernel(bounds: str = ".reqntid 64, 1, 1", values: int = 12, extra_decl: str = "",
+           name: str = "k") -> str:
+    """A kernel keeping ``values`` loaded floats live across a loop: spills at a low K."""
+    loads = "".join(f"\tld.global.f32 %f{i}, [%rd1+{4 * i}];\n" for i in range(values))
+    adds = "".join(f"\tadd.f32 %f{values}, %f{values}, %f{i};\n" for i in range(values))
+    return f""".version 8.0
+.target sm_80
+.address_size 64
+{extra_decl}
+.visible .entry {name}(.param .u64 p, .param .u32 n)
+{bounds}
+{{
+\t.reg .pred %p<2>;
+\t.reg .b32 %r<4>;
+\t.reg .f32 %f<{values + 2}>;
+\t.reg .b64 %rd<3>;
+\tld.param.u64 %rd1, [p];
+\tld.param.u32 %r1, [n];
+\tcvta.to.global.u64 %rd1, %rd1;
+{loads}\tmov.f32 %f{values}, 0f00000000;
+\tmov.u32 %r2, 0;
+LOOP:
+{adds}\tadd.s32 %r2, %r2, 1;
+\tsetp.lt.s32 %p1, %r2, %r1;
+\t@%p1 bra LOOP;
+\tst.global.f32 [%rd1], %f{values};
+\tret;
+}}
+"""
+
+
+def allocate_shared(text: str, k: int = 8, block: int | None = None, **kw):
+    return allocate_module(parse(text), k, options=Options(spill_to="shared",
+                                                           block_size=block, **kw))
+
+
+def assembles(ptx_text: str) -> ptxas.PtxasResult:
+    if not ptxas.available():
+        pytest.skip("ptxas is not on the PATH")
+    res = ptxas.assemble(ptx_text, "sm_80")
+    assert res.ok, res.output
+    return res
+
+
+def test_one_dimensional_block_spills_to_shared():
+    res = allocate_shared(kernel())
+    (f,) = res.functions
+    assert f.verified and f.spill_stores_bytes > 0 and f.stack_frame_bytes == 0
+    area = f.extra["shared_spill"]
+    frame = area["frame_bytes"]
+    assert frame % 16 == 0 and area["bytes"] == frame * 64 and area["block_size"] == 64
+    assert area["block_from"] == ".reqntid 64, 1, 1"
+    text = res.ptx
+    assert f"space=shared block=64" in text
+    assert f".shared .align 16 .b8 __ptxalloc_smem[{frame * 64}];" in text
+    assert "st.local" not in text and "ld.local" not in text
+    assert re.search(r"st\.shared\.b32\s+\[%R\d+\+\d+\]", text)
+    sbase = [line for line in text.splitlines() if "//@sbase" in line]
+    # one-dimensional: %tid.x alone, then the array and the frame
+    assert len(sbase) == 3 and "%tid.x" in sbase[0] and "%ntid" not in text
+    assert re.search(rf"mad\.lo\.u32\s+%R\d+, %R\d+, {frame}, %R\d+;", sbase[2])
+    assert f.registers <= 8
+    got = assembles(text)
+    assert got.functions["k"].smem == frame * 64
+
+
+def test_three_dimensional_block_uses_the_linear_index():
+    res = allocate_shared(kernel(".maxntid 8, 4, 2"))
+    text = res.ptx
+    for special in ("%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y"):
+        assert special in text
+    assert res.functions[0].extra["shared_spill"]["block_size"] == 64
+    assert res.functions[0].verified
+    assembles(text)
+
+
+def test_block_size_option_and_the_error_without_it(capsys, tmp_path):
+    text = kernel(bounds="")
+    with pytest.raises(AllocationError, match=r"function 'k': --spill-to shared needs the "
+                                              r"threads per block.*--block-size"):
+        allocate_shared(text)
+    res = allocate_shared(text, block=96)
+    assert res.functions[0].extra["shared_spill"]["block_from"] == "--block-size 96"
+    assert res.functions[0].extra["shared_spill"]["bytes"] == \
+        96 * res.functions[0].extra["shared_spill"]["frame_bytes"]
+    assembles(res.ptx)
+    path = tmp_path / "k.ptx"
+    path.write_text(text)
+    assert main(["allocate", str(path), "--registers", "8", "--spill-to", "shared",
+                 "-o", str(tmp_path / "o.ptx")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "function 'k'" in err and "--block-size" in err
+    assert main(["allocate", str(path), "--registers", "8", "--spill-to", "shared",
+                 "--block-size", "128", "-o", str(tmp_path / "o.ptx"), "-v"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"Used \d+ registers, \d+ bytes smem \(spill area: \d+ bytes x 128 "
+                     r"threads; occupancy [\d.]+ % against [\d.]+ % without it\)", out)
+    assert main(["verify", str(path), str(tmp_path / "o.ptx")]) == 0
+
+
+def test_functions_under_the_calling_convention_are_refused():
+    calls = (DATA / "calls_sm80.ptx").read_text()
+    with pytest.raises(AllocationError, match="Smem spilling should not be enabled when "
+                                              "functions use abi"):
+        allocate_module(parse(calls), 16, options=Options(spill_to="shared", block_size=128))
+
+
+def test_the_area_gets_a_name_nothing_else_uses():
+    text = kernel(extra_decl=".shared .align 4 .b8 __ptxalloc_smem[16];")
+    res = allocate_shared(text)
+    assert "__ptxalloc_smem_1[" in res.ptx and "space=shared" in res.ptx
+    assembles(res.ptx)
+
+
+def test_an_area_over_48_kb_is_refused():
+    with pytest.raises(AllocationError, match="exceeds the 49152 bytes of static shared"):
+        allocate_shared(kernel(".reqntid 1024", values=40), k=8)
+
+
+def test_local_spilling_is_unchanged_by_default():
+    res = allocate_module(parse(kernel()), 8)
+    assert "st.local" in res.ptx and "space=shared" not in res.ptx and "//@sbase" not in \
+        res.ptx
+    assert "shared_spill" not in res.functions[0].extra
+
+
+def test_shared_memory_limits_occupancy():
+    sm = PROFILES["sm_80"]
+    # 26,624 bytes + 1 KB reserved = 27,648 per block: 6 blocks of 4 warps in 164 KB
+    assert shared_per_block(sm, 26624) == 27648
+    o = occupancy(sm, 32, 128, 26624)
+    assert (o.blocks_per_sm, o.warps_per_sm, o.limiter) == (6, 24, "shared memory")
+    assert occupancy(sm, 32, 128).limiter != "shared memory"
+    assert shared_per_block(PROFILES["sm_75"], 1) == 256      # no reservation, 256-byte units
+
+
+def test_report_counts_the_occupancy_it_costs(capsys, tmp_path):
+    path = tmp_path / "k.ptx"
+    path.write_text(kernel(".reqntid 256", values=40))
+    assert main(["allocate", str(path), "--registers", "8", "--spill-to", "shared",
+                 "-o", str(tmp_path / "o.ptx"), "--json", "-"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["functions"]
+    area = row["shared_spill"]
+    assert row["spill_to"] == "shared" and row["stack_frame_bytes"] == 0
+    assert row["occupancy"]["block_size"] == 256
+    sm = PROFILES["sm_80"]
+    by_shared = sm.shared_kb * 1024 // shared_per_block(sm, area["bytes"])
+    assert area["occupancy_without"]["blocks_per_sm"] == 8          # 8 warps x 8 blocks
+    assert by_shared < 8
+    assert row["occupancy"]["blocks_per_sm"] == by_shared
+    assert row["occupancy"]["limiter"] == "shared memory"
+
+
+# -- the checker refutes tampered shared spilling ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def allocated(tmp_path_factory):
+    d = tmp_path_factory.mktemp("smem")
+    orig = d / "k.ptx"
+    orig.write_text(kernel())
+    res = allocate_shared(orig.read_text())
+    return orig, res.ptx, d
+
+
+def _refuted(allocated, text: str, pattern: str) -> None:
+    orig, _, d = allocated
+    bad = d / "bad.ptx"
+    bad.write_text(text)
+    with pytest.raises(VerificationError, match=pattern):
+        list(verify_files(str(orig), str(bad)))
+
+
+def test_the_untampered_allocation_is_proven(allocated):
+    orig, text, d = allocated
+    good = d / "good.ptx"
+    good.write_text(text)
+    assert len(list(verify_files(str(orig), str(good)))) == 1
+
+
+def test_a_wrong_frame_stride_is_refuted(allocated):
+    _, text, _ = allocated
+    frame = int(re.search(r"frame=(\d+)", text).group(1))
+    bad = re.sub(rf"(mad\.lo\.u32\s+%R\d+, %R\d+, ){frame},", rf"\g<1>{frame // 2},", text)
+    assert bad != text
+    _refuted(allocated, bad, "should hold the shared spill frame's address")
+
+
+def test_another_thread_index_is_refuted(allocated):
+    _, text, _ = allocated
+    bad = text.replace("%tid.x;\t//@sbase", "%tid.y;\t//@sbase", 1)
+    assert bad != text
+    _refuted(allocated, bad, "should hold the shared spill frame's address")
+
+
+def test_an_overwritten_base_register_is_refuted(allocated):
+    _, text, _ = allocated
+    lines = text.splitlines()
+    i = next(j for j, line in enumerate(lines) if "st.shared" in line)
+    base = re.search(r"\[(%R\d+)\+", lines[i]).group(1)
+    lines.insert(i, f"\tmov.u32\t{base}, %tid.x;\t//@sbase")
+    _refuted(allocated, "\n".join(lines) + "\n", "should hold the shared spill frame's address")
+
+
+def test_an_area_too_small_for_the_block_is_refuted(allocated):
+    _, text, _ = allocated
+    m = re.search(r"__ptxalloc_smem\[(\d+)\]", text)
+    bad = text.replace(m.group(0), f"__ptxalloc_smem[{int(m.group(1)) - 16}]")
+    _refuted(allocated, bad, "less than the frame of")
+    frame = int(re.search(r"frame=(\d+)", text).group(1))
+    bad = text.replace("block=64", "block=32").replace(
+        m.group(0), f"__ptxalloc_smem[{frame * 32}]")
+    _refuted(allocated, bad, "holds 32 threads' frames but the launch bound allows 64")
+
+
+def test_local_accesses_to_a_shared_area_are_refuted(allocated):
+    _, text, _ = allocated
+    bad = text.replace("st.shared.b32", "st.local.b32", 1)
+    _refuted(allocated, bad, r"must be 'st\.shared\.b32'")
+    bad = text.replace(" space=shared block=64", "")
+    _refuted(allocated, bad, "an //@sbase instruction, but the header has no space=shared")
+
+
+def test_an_sbase_step_reading_anything_else_is_refuted(allocated):
+    _, text, _ = allocated
+    bad = re.sub(r"mov\.u32\s+(%R\d+), __ptxalloc_smem;", r"mov.u32\t\1, %clock;", text)
+    assert bad != text
+    _refuted(allocated, bad, "an //@sbase mov may read")
