@@ -518,6 +518,7 @@ def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], ste
     result.stack_frame_bytes = 0 if state.shared else frame
     if state.shared:
         result.extra["spill_to"] = "shared"
+    if state.shared and frame:
         result.extra["shared_spill"] = {"bytes": frame * threads, "frame_bytes": frame,
                                         "block_size": threads,
                                         "block_from": a.shared_block[1]}
