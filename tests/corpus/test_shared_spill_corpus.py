@@ -31,7 +31,8 @@ def test_shared_spilling_on_the_corpus(path, function, k, block):
     if root is None:
         pytest.skip("../shared/corpus is absent")
     module = parse_file(str(root / path))
-    (fn,) = [f for f in module.functions if function in f.name]
+    (fn,) = ([f for f in module.functions if f.name == function]
+             or [f for f in module.functions if function in f.name])
     res = allocate_module(module, k, function=fn.name,
                           options=Options(spill_to="shared", block_size=block))
     (r,) = res.functions
