@@ -217,12 +217,18 @@ def allocate(ptx_text: str, registers: int | str | None = None, allocator: str =
              arch: str | None = None, function: str | None = None, verify: bool = True,
              filename: str = "<input>", knobs: dict[str, float] | None = None,
              maxrregcount: int | None = None,
-             override_directive_values: bool = False) -> ModuleResult:
+             override_directive_values: bool = False, spill_to: str = "local",
+             block_size: int | None = None) -> ModuleResult:
     """Allocate PTX text; returns the allocated PTX (``.ptx``) and the per-function report
     (``.report()``). ``registers``: None for ptxas's rule (with ``maxrregcount`` and
     ``override_directive_values`` as ptxas's ``-maxrregcount`` and
     ``--override-directive-values``), a budget, ``"seed"`` (15) or ``"auto"``; ``knobs`` are
-    fat-point knobs by their ptxas names (:mod:`ptxalloc.alloc.knobs`)."""
-    options = Options(allocator=allocator, knobs=dict(knobs or {}))
+    fat-point knobs by their ptxas names (:mod:`ptxalloc.alloc.knobs`); ``spill_to``
+    ``"shared"`` spills to a ``.shared`` area (:mod:`ptxalloc.spill.shared`; ``block_size``: the
+    threads per block of a kernel without launch bounds)."""
+    if spill_to not in ("local", "shared"):
+        raise UsageError(f"spill_to must be 'local' or 'shared', not '{spill_to}'")
+    options = Options(allocator=allocator, knobs=dict(knobs or {}), spill_to=spill_to,
+                      block_size=block_size)
     return allocate_module(parse(ptx_text, filename), registers, allocator, arch, function,
                            verify, options, maxrregcount, override_directive_values)

@@ -15,15 +15,17 @@ from ptxalloc.ir.instruction import Instruction
 from ptxalloc.pipeline import allocate
 
 #: (file, budget): together they insert every kind of code
-CASES = [("abi/live_across.ptx", 15), ("abi/fib.ptx", 64), ("hand/many_preds.ptx", 8),
-         ("pressure_sm80.ptx", 15), ("wgmma/wgmma_serialize_sm90a.ptx", 32)]
+CASES = [("abi/live_across.ptx", 15, {}), ("abi/fib.ptx", 64, {}),
+         ("hand/many_preds.ptx", 8, {}), ("pressure_sm80.ptx", 15, {}),
+         ("wgmma/wgmma_serialize_sm90a.ptx", 32, {}),
+         ("hand/many_preds.ptx", 8, {"spill_to": "shared", "block_size": 128})]
 
 
 def test_every_inserted_instruction_carries_an_edit_written_as_its_annotation():
     seen = set()
-    for name, k in CASES:
+    for name, k, more in CASES:
         path = DATA / name
-        res = allocate(path.read_text(), registers=k, filename=str(path))
+        res = allocate(path.read_text(), registers=k, filename=str(path), **more)
         assert_verified(res)
         for fr in res.functions:
             for s in fr.function.body:
@@ -48,6 +50,7 @@ def test_every_inserted_instruction_carries_an_edit_written_as_its_annotation():
     (Edit(EditKind.CRESTORE, slot=callee_slot(24), register=24), "//@crestore R24"),
     (Edit(EditKind.MOVE, 4), "//@move %r4#4"),
     (Edit(EditKind.SERIALIZE), "//@serialize"),
+    (Edit(EditKind.SBASE), "//@sbase"),
 ])
 def test_annotation_text(edit, text):
     assert edit.annotation([f"%r{i}" for i in range(8)]) == text

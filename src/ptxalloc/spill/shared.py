@@ -86,13 +86,6 @@ def array_name(fn: Function, module_decls: list[str]) -> str:
     return name
 
 
-def expected_address(array: str, frame: int, one_dimensional: bool) -> str:
-    """The address the base register must hold, as :mod:`ptxalloc.verify.shared` evaluates
-    the entry sequence: ``(index*frame+array)`` over the linear thread index."""
-    index = "%tid.x" if one_dimensional else "((%tid.z*%ntid.y+%tid.y)*%ntid.x+%tid.x)"
-    return f"({index}*{frame}+{array})"
-
-
 def base_sequence(regs: RegTable, array: str, one_dimensional: bool,
                   line: int = 0) -> tuple[int, list[Instruction]]:
     """New registers and the entry sequence that leaves this thread's frame address in the

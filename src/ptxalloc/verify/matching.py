@@ -38,8 +38,7 @@ from .locations import CLASS_BITS, CLASS_FAMILY, Locations
 from .messages import Messages, first_diff
 from .placements import Placements
 from .schedule import SCHEDULE
-from .shared import BASE_OFFSET, SCRATCH_OFFSET, BaseRun, check_area
-from ..spill.shared import ABI_REASON
+from .shared import ABI_REASON, BASE_OFFSET, SCRATCH_OFFSET, BaseRun, check_area
 
 
 class Matched(NamedTuple):
