@@ -250,3 +250,13 @@ def test_an_sbase_step_reading_anything_else_is_refuted(allocated):
     bad = re.sub(r"mov\.u32\s+(%R\d+), __ptxalloc_smem;", r"mov.u32\t\1, %clock;", text)
     assert bad != text
     _refuted(allocated, bad, "an //@sbase mov may read")
+
+
+@pytest.mark.parametrize("allocator", ["briggs", "fatpoint", "linear"])
+@pytest.mark.parametrize("knobs", [{}, {"schedule": 1}], ids=["plain", "scheduled"])
+def test_every_allocator_spills_to_shared(allocator, knobs):
+    res = allocate_shared(kernel(".maxntid 8, 4, 2", values=16), allocator=allocator,
+                          knobs=knobs)
+    (f,) = res.functions
+    assert f.verified and f.registers <= 8 and f.extra["shared_spill"]["bytes"] > 0
+    assembles(res.ptx)
