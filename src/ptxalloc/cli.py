@@ -313,23 +313,22 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
         for warning in fr.warnings:
             print(f"ptxalloc: {module.filename}: function '{fr.name}': warning: {warning}",
                   file=sys.stderr)
-    if args.verbose or args.format == "cuobjdump":
-        on_stdout = any(p == STDIO or own_descriptor(p) == 1 for p, _ in outputs)
-        info = sys.stderr if on_stdout else sys.stdout
-        if args.format == "cuobjdump":
-            from .report.allocation_report import cuobjdump_lines
-            print("\n".join(cuobjdump_lines(result.functions)), file=info)
-            return 0
+    # what is printed goes to standard error when an output is standard output
+    on_stdout = any(p == STDIO or own_descriptor(p) == 1 for p, _ in outputs)
+    info = sys.stderr if on_stdout else sys.stdout
+    if args.format == "cuobjdump":
+        from .report.allocation_report import cuobjdump_lines
+        print("\n".join(cuobjdump_lines(result.functions)), file=info)
+    elif args.verbose:
         for fr in result.functions:
             for line in verbose_lines(fr, result.sm, module.function(fr.name).kind,
                                       spill_lines(fr.extra["spills"])):
                 print(line, file=info)
     if args.print_regalloc_stats:
         from .report.allocation_report import regalloc_stats_lines
-        on_stdout = any(p == STDIO or own_descriptor(p) == 1 for p, _ in outputs)
         for fr in result.functions:
             for line in regalloc_stats_lines(fr):
-                print(line, file=sys.stderr if on_stdout else sys.stdout)
+                print(line, file=info)
     return 0
 
 
