@@ -260,3 +260,15 @@ def test_every_allocator_spills_to_shared(allocator, knobs):
     (f,) = res.functions
     assert f.verified and f.registers <= 8 and f.extra["shared_spill"]["bytes"] > 0
     assembles(res.ptx)
+
+
+def test_an_area_named_like_the_users_shared_memory_is_refuted(tmp_path):
+    text = kernel(extra_decl=".shared .align 4 .b8 __ptxalloc_smem[16];")
+    orig = tmp_path / "k.ptx"
+    orig.write_text(text)
+    good = allocate_shared(text).ptx
+    bad = tmp_path / "bad.ptx"
+    bad.write_text(good.replace("__ptxalloc_smem_1", "__ptxalloc_smem"))
+    with pytest.raises(VerificationError, match="has a name the original module or function "
+                                                "uses"):
+        list(verify_files(str(orig), str(bad)))

@@ -238,9 +238,7 @@ class Matcher:
                                     f"original's ({first_diff(adirs, odirs)})")
         if self.alloc.branch_targets != self.orig.branch_targets:
             raise VerificationError(f"{self.where_fn()}: branch target lists differ")
-        if self.shared:
-            pass            # checked before the body is read (the base run needs it)
-        elif self.spill is not None:
+        if self.spill is not None and not self.shared:     # a shared area: _base_run
             m = re.match(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.b8\s+" + re.escape(self.spill)
                          + r"\s*\[(\d+)\]\s*;$", array_decl or "")
             if m is None:
@@ -254,7 +252,7 @@ class Matcher:
             if m.group(1) is None or int(m.group(1)) < 16:
                 raise VerificationError(f"{self.where_fn()}: the spill array must be "
                                         f".align 16 (slots are aligned to up to 16 bytes)")
-        elif array_decl is not None:
+        elif array_decl is not None and self.spill is None:
             raise VerificationError(f"{self.where_fn()}: a spill array is declared but the "
                                     f"header names none")
         cfg = Blocks(syn_body, self.alloc.branch_targets, self.alloc.name, self.alloc.filename)
@@ -403,6 +401,13 @@ class Matcher:
             if type(s) is Raw and s.kind == DIRECTIVE and re.match(
                     r"\.shared\s.*\b" + re.escape(self.spill) + r"\s*\[", s.text):
                 decl = " ".join(s.text.split())
+        word = re.compile(r"(?<![\w$])" + re.escape(self.spill) + r"(?![\w$])")
+        if any(word.search(d) for d in self.module_decls) or any(
+                word.search(o.render(str)) for o in self.oinstrs) or any(
+                word.search(s.text) for s in self.orig.body
+                if type(s) is Raw and s.kind == DIRECTIVE):
+            raise VerificationError(f"{self.where_fn()}: the shared spill area '{self.spill}' "
+                                    f"has a name the original module or function uses")
         one_dim = check_area(self.where_fn(), self.orig.directives, decl, self.spill,
                              self.frame, self.block)
         return BaseRun(self.spill, self.frame, one_dim)
