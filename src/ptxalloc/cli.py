@@ -490,7 +490,8 @@ def _add_allocation_options(p: argparse.ArgumentParser) -> None:
                    "reaches PCT %%, instead of seed 004's needs-spill test (seed 001)")
     p.add_argument("--pressure-limit", metavar="N", help="with --registers auto: the register "
                    "pressure above which spilling turns aggressive (the budget fraction rises "
-                   "toward the whole target); the knob RegTgtPressureThreshold (default 160)")
+                   "toward the whole target); the knob RegTgtPressureThreshold (default 160; "
+                   "the model keeps it at or above RegTgtMaxThreads, 119)")
     p.add_argument("--coalescing-factor", metavar="F", help="the factor conservative "
                    "coalescing weighs neighbours' degrees by (seed 001/002; default 0.8; 1.0 "
                    "is the textbook test, lower coalesces more); briggs and fatpoint read it")
