@@ -89,6 +89,23 @@ def test_one_dimensional_block_spills_to_shared():
     assert got.functions["k"].smem == frame * 64
 
 
+def test_maxntid_bounds_only_the_product():
+    # CUDA's __launch_bounds__(64) is .maxntid 64, 1, 1, and a 16 x 4 launch is legal: the
+    # frame address must use the whole linear index, and the checker refuses %tid.x alone
+    res = allocate_shared(kernel(".maxntid 64, 1, 1"))
+    assert "%tid.y" in res.ptx and "%ntid.x" in res.ptx and res.functions[0].verified
+
+
+def test_tid_x_alone_is_refuted_under_maxntid(tmp_path):
+    one_dim = allocate_shared(kernel(".reqntid 64, 1, 1")).ptx
+    orig = tmp_path / "k.ptx"
+    orig.write_text(kernel(".maxntid 64, 1, 1"))
+    bad = tmp_path / "bad.ptx"
+    bad.write_text(one_dim.replace(".reqntid 64, 1, 1", ".maxntid 64, 1, 1"))
+    with pytest.raises(VerificationError, match="should hold the shared spill frame's address"):
+        list(verify_files(str(orig), str(bad)))
+
+
 def test_three_dimensional_block_uses_the_linear_index():
     res = allocate_shared(kernel(".maxntid 8, 4, 2"))
     text = res.ptx

@@ -6,16 +6,17 @@ The spill slots are laid out as for local memory (:mod:`slots`: one frame per th
 frames of a block's threads sit side by side in one ``.shared`` array of ``frame x threads``
 bytes, declared in the function under a name nothing else in the module uses. Each thread finds
 its frame at ``array + linear thread index x frame``; the linear index is
-``(%tid.z x %ntid.y + %tid.y) x %ntid.x + %tid.x`` (just ``%tid.x`` when the launch bound makes
-the block one-dimensional). A short sequence at the function's entry computes that address
+``(%tid.z x %ntid.y + %tid.y) x %ntid.x + %tid.x`` (just ``%tid.x`` when ``.reqntid`` makes the
+block one-dimensional; ``.maxntid`` bounds only the product: CUDA's ``__launch_bounds__(N)``
+writes ``.maxntid N, 1, 1`` and still launches 2-D blocks of N threads). A short sequence at the function's entry computes that address
 once into a register of its own (the *base*), which every spill store and reload then uses as
 ``[base+offset]``. The base is an ordinary value to the allocator — live from entry to the last
 spill access, never spilled — so the register it costs is counted like any other; the
 sequence's two scratch registers are live only at entry. The frame size is known only once
 the slots are laid out: the sequence carries a placeholder until :func:`set_frame`.
 
-The threads per block come from ``.reqntid``, else ``.maxntid`` (each bounds every dimension,
-so the linear index stays below their product), else ``--block-size N`` (the user's word for
+The threads per block come from ``.reqntid``, else ``.maxntid`` (the linear index stays below
+the product of its dimensions), else ``--block-size N`` (the user's word for
 a kernel without launch bounds); with none, the function is refused with an error naming it.
 So is any function the calling convention applies to (a ``.func``, a kernel that calls), with
 the seed's reason: "Smem spilling should not be enabled when functions use abi" — a callee's
@@ -60,7 +61,10 @@ def block_threads(fn: Function, block_size: int | None) -> tuple[int, str, bool]
             n = 1
             for d in dims:
                 n *= d
-            return n, f".{key} {', '.join(map(str, dims))}", all(d == 1 for d in dims[1:])
+            # only .reqntid fixes the shape: a kernel with .maxntid N, 1, 1 (CUDA's
+            # __launch_bounds__(N)) may be launched with a 2-D or 3-D block of N threads
+            one_dim = key == "reqntid" and all(d == 1 for d in dims[1:])
+            return n, f".{key} {', '.join(map(str, dims))}", one_dim
     if block_size is not None:
         return block_size, f"--block-size {block_size}", False
     raise AllocationError(f"function '{fn.name}': --spill-to shared needs the threads per "

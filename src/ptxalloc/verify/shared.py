@@ -5,15 +5,15 @@ The allocation's own record is not trusted. The checker establishes three facts 
 
 * **The area.** The function declares ``.shared .align 16 .b8 ARRAY[M]`` with ``M >= frame x
   block``, and the header's ``block`` covers the threads the function can have: at least the
-  product of its ``.reqntid``/``.maxntid`` (each bounds every dimension). Without launch
-  bounds the block is the user's word (``--block-size``), which the checker cannot see.
+  product of its ``.reqntid``/``.maxntid``. Without launch bounds the block is the user's word
+  (``--block-size``), which the checker cannot see.
 * **The address.** Every ``//@sbase`` instruction is evaluated symbolically (:class:`BaseRun`):
   it must be an unguarded ``mov.u32`` of ``%tid``/``%ntid`` or of the array, or a
   ``mad.lo.u32`` of registers and immediates written earlier in the same unbroken run of
   ``//@sbase`` instructions. A register whose term is exactly this thread's frame address,
-  ``(index*frame+ARRAY)`` over the linear thread index (``%tid.x`` only when the launch bound
-  makes the block one-dimensional), holds the pseudo-value :data:`BASE` afterwards; any other
-  write holds :data:`SCRATCH`. Both are values of the dataflow like any other, so an
+  ``(index*frame+ARRAY)`` over the linear thread index (``%tid.x`` only when ``.reqntid`` makes
+  the block one-dimensional: ``.maxntid`` bounds only the product of the dimensions), holds
+  the pseudo-value :data:`BASE` afterwards; any other write holds :data:`SCRATCH`. Both are values of the dataflow like any other, so an
   overwrite of the base register before a spill access is caught there.
 * **The slots.** A spill store or reload addresses ``[R+off]`` with ``R`` a 32-bit register
   that must hold :data:`BASE` where the access is (a use the dataflow checks); the offset is a
@@ -54,12 +54,12 @@ def pseudo_name(k: int) -> str | None:
     return None
 
 
-def launch_dims(directives: dict) -> list[int] | None:
-    """The dimensions of the launch bound (``.reqntid`` before ``.maxntid``), None without."""
+def launch_dims(directives: dict) -> tuple[str, list[int]] | None:
+    """The launch bound (``.reqntid`` before ``.maxntid``) and its dimensions, None without."""
     for key in ("reqntid", "maxntid"):
         val = directives.get(key)
         if val:
-            return [max(1, int(d)) for d in (val if isinstance(val, list) else [val])]
+            return key, [max(1, int(d)) for d in (val if isinstance(val, list) else [val])]
     return None
 
 
@@ -79,16 +79,19 @@ def check_area(where: str, directives: dict, array_decl: str | None, array: str,
     if int(m.group(2)) < frame * block:
         raise VerificationError(f"{where}: the shared spill area has {m.group(2)} bytes, less "
                                 f"than the frame of {frame} x {block} threads")
-    dims = launch_dims(directives)
-    if dims is None:
+    bound = launch_dims(directives)
+    if bound is None:
         return False
+    key, dims = bound
     threads = 1
     for d in dims:
         threads *= d
     if block < threads:
         raise VerificationError(f"{where}: the shared spill area holds {block} threads' frames "
                                 f"but the launch bound allows {threads} threads")
-    return all(d == 1 for d in dims[1:])
+    # .maxntid bounds the product only (__launch_bounds__(N) is .maxntid N, 1, 1 and 2-D
+    # launches of N threads are legal): only .reqntid fixes a one-dimensional shape
+    return key == "reqntid" and all(d == 1 for d in dims[1:])
 
 
 class BaseRun:
