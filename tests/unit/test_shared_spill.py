@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from conftest import DATA, REPO
+from conftest import DATA
 from ptxalloc import ptxas
 from ptxalloc.alloc.driver import Options
 from ptxalloc.cli import main
@@ -76,7 +76,7 @@ def test_one_dimensional_block_spills_to_shared():
     assert frame % 16 == 0 and area["bytes"] == frame * 64 and area["block_size"] == 64
     assert area["block_from"] == ".reqntid 64, 1, 1"
     text = res.ptx
-    assert f"space=shared block=64" in text
+    assert "space=shared block=64" in text
     assert f".shared .align 16 .b8 __ptxalloc_smem[{frame * 64}];" in text
     assert "st.local" not in text and "ld.local" not in text
     assert re.search(r"st\.shared\.b32\s+\[%R\d+\+\d+\]", text)
