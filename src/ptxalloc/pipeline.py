@@ -70,7 +70,7 @@ def auto_budget(fn, sm: SMProfile, knobs: dict[str, float] | None = None,
                for v in pressure.peak.live)
     pair_penalty = 1 if wide and max_live % 2 else 0
     return choose_budget(sm, fn.directives, max_live, pair_penalty, 0, largest_need(fn),
-                         resolve(knobs), limit, occupancy_target)
+                         resolve(knobs), limit, occupancy_target=occupancy_target)
 
 
 def wants_schedule(options: Options) -> bool:

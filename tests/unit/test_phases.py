@@ -63,9 +63,11 @@ def test_auto_budget_floor_is_the_need_the_feasibility_check_refuses_below(monke
     seen = []
     real = budget.choose_budget
 
-    def spy(sm, directives, max_live, pair_penalty, live_count, floor, knobs, limit=None):
+    def spy(sm, directives, max_live, pair_penalty, live_count, floor, knobs, limit=None,
+            **more):
         seen.append(floor)
-        return real(sm, directives, max_live, pair_penalty, live_count, floor, knobs, limit)
+        return real(sm, directives, max_live, pair_penalty, live_count, floor, knobs, limit,
+                    **more)
     monkeypatch.setattr(budget, "choose_budget", spy)
     chosen = auto_budget(module.functions[0], profile_for_module(None, module))
     assert seen == [6] and chosen.registers >= 6
