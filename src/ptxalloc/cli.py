@@ -482,22 +482,22 @@ def _add_allocation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allocator", "--regalloc", dest="allocator", default="briggs",
                    choices=_AllocatorNames(), metavar="NAME",
                    help="the allocator: %(choices)s (default: %(default)s); --regalloc=NAME is "
-                   "seed 001's spelling")
+                   "another spelling")
     p.add_argument("--spill-limit", metavar="N", help="refuse a function (exit 2, naming it) "
-                   "when more than N values would spill (seed 001; default: no limit)")
+                   "when more than N values would spill (default: no limit)")
     p.add_argument("--occupancy-target", metavar="PCT", help="with --registers auto: the most "
                    "registers whose occupancy (at the launch bound's block size, else 256) "
-                   "reaches PCT %%, instead of seed 004's needs-spill test (seed 001)")
+                   "reaches PCT %%, instead of the budget model's needs-spill test")
     p.add_argument("--pressure-limit", metavar="N", help="with --registers auto: the register "
                    "pressure above which spilling turns aggressive (the budget fraction rises "
                    "toward the whole target); the knob RegTgtPressureThreshold (default 160; "
                    "the model keeps it at or above RegTgtMaxThreads, 119)")
     p.add_argument("--coalescing-factor", metavar="F", help="the factor conservative "
-                   "coalescing weighs neighbours' degrees by (seed 001/002; default 0.8; 1.0 "
+                   "coalescing weighs neighbours' degrees by (default 0.8; 1.0 "
                    "is the textbook test, lower coalesces more); briggs and fatpoint read it")
     p.add_argument("--spill-to", choices=("local", "shared"), default="local",
                    help="where spill slots live: local memory (the default) or, per thread, a "
-                   ".shared array of frame x threads-per-block bytes (seed 004's SMEM "
+                   ".shared array of frame x threads-per-block bytes (SMEM "
                    "spilling; refused for a .func and a kernel that calls)")
     p.add_argument("--block-size", metavar="THREADS", help="with --spill-to shared: threads "
                    "per block for a kernel without .reqntid/.maxntid (1..1024)")
@@ -607,7 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "standard output, when -o names a file)")
     _verify_options(p, "skip the independent checker")
     p.add_argument("--print-regalloc-stats", action="store_true",
-                   help="print seed 001's statistics per function: interference nodes, edges, "
+                   help="print the allocation statistics per function: interference nodes, edges, "
                    "density, degrees, moves coalesced, spill rate, rounds, time per phase "
                    "(also 'regalloc_stats' in --json)")
     _time_limit_option(p)
