@@ -26,7 +26,12 @@ def _colour(name: str) -> str:
 
 
 def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _label(*lines: str | None) -> str:
+    """A quoted label of the lines given (None left out), one under another."""
+    return _quote("\n".join(x for x in lines if x))
 
 
 def interference_dot(fn, graph, result=None) -> str:
@@ -54,13 +59,12 @@ def interference_dot(fn, graph, result=None) -> str:
         name = regs.names[v]
         shape = "diamond" if regs.classes[v] == RegClass.PRED else "ellipse"
         if name in spilled:
-            out.append(f"  n{v} [label={_quote(name + chr(10) + spilled[name])}, "
+            out.append(f"  n{v} [label={_label(name, spilled[name])}, "
                        f'shape=doubleoctagon, color="#d62728", fillcolor="#ffe5e5"];')
             continue
         phys = names[v] if names is not None and v < len(names) and names[v] != name else None
-        label = name + (f"\n{phys}" if phys else "")
         fill = _colour(phys) if phys else '"#eeeeee"'
-        out.append(f"  n{v} [label={_quote(label)}, shape={shape}, fillcolor={fill}];")
+        out.append(f"  n{v} [label={_label(name, phys)}, shape={shape}, fillcolor={fill}];")
     for u in sorted(used):
         for v in bits(graph.adj[u]):
             if v > u and v in used:

@@ -11,7 +11,8 @@ same input when ptxas was run.
 
 Everything is inline — CSS, SVG, the data the plot's tooltips read (JSON) and a short script
 written here — so the page opens with no network. What a person can read is all that is
-written: each plot keeps at most ``MAX_POINTS`` points (the highest of each run of lines), a
+written: each plot keeps at most ``MAX_POINTS`` points (the highest of each run of lines; fewer,
+down to 100, where ``MAX_PAGE_POINTS`` shared by many functions allow no more), a
 function's source view at most ``MAX_ROWS`` PTX lines and the page at most ``MAX_PAGE_ROWS``
 (later functions keep their plot and tables and say what was left out), the peak's values and
 the spills at most ``MAX_VALUES`` rows each; functions after the first ``OPEN_FUNCTIONS`` start
@@ -32,6 +33,7 @@ from ..target.occupancy import block_size, occupancy
 from .pressure_plot import (MAX_POINTS, inserted_marks, occupancy_steps, pressure_series,
                             svg_plot)
 
+MAX_PAGE_POINTS = 12000     # plot points in all plots together (each keeps at least 100)
 MAX_ROWS = 1500             # PTX lines in one function's source view
 MAX_PAGE_ROWS = 10000       # PTX lines in all source views together
 MAX_VALUES = 60             # rows of the peak's values, and of the spills
@@ -50,11 +52,13 @@ details.fn>summary{cursor:pointer}
 .src{margin:2px 0}.src>summary{cursor:pointer;font-size:12px;background:#f4f4f4;padding:1px 4px}
 .src code.srctext{color:#555;margin-left:8px}
 table.ptx td{border:none;padding:0 4px;font-family:monospace;white-space:pre}
-table.ptx td.bar{width:120px}.bar span{display:inline-block;height:9px;background:#1f77b4}
+table.ptx td.bar{width:120px}circle.pt{fill:#1f77b4}.bar span{display:inline-block;height:9px;background:#1f77b4}
 tr.spill{background:#ffe0e0}tr.remat{background:#eadff7}tr.peak td.n{font-weight:bold}
 .tip{position:fixed;display:none;background:#fffff0;border:1px solid #888;padding:4px 6px;
 font:11px monospace;max-width:520px;pointer-events:none;z-index:9}
-.note{color:#666;font-size:12px}
+.note{color:#666;font-size:12px}h3{font-size:14px;margin:10px 0 2px}
+.scroll{max-height:260px;overflow:auto;display:inline-block;border:1px solid #eee}
+div.source{max-height:600px;overflow:auto;border:1px solid #eee}
 """
 
 # the page's only script: the plot's tooltips and the expand/collapse buttons
@@ -108,10 +112,11 @@ def html_report(module, text: str, sm, result=None, refused: dict | None = None,
     sections = []
     fns = [f for f in module.functions if f.name in allocated or f.name in refused
            or not allocated]
+    points = min(MAX_POINTS, max(100, MAX_PAGE_POINTS // max(1, len(fns))))
     for n, fn in enumerate(fns):
         sections.append(_function_section(n, fn, sm, files, ptx_lines, allocated.get(fn.name),
                                           refused.get(fn.name), ptxas, budgets, sources,
-                                          page_rows))
+                                          page_rows, points))
     head = title or module.filename
     summary = _module_table(fns, allocated, refused, ptxas)
     ptxas_note = ("ptxas: " + ("ran on the input" if ptxas.ok else "failed on the input")
@@ -157,10 +162,10 @@ def _ptxas_figures(ptxas, name: str):
 
 
 def _function_section(n: int, fn, sm, files, ptx_lines, fr, refusal, ptxas, budgets, sources,
-                      page_rows: list[int]) -> str:
+                      page_rows: list[int], points: int) -> str:
     a = analyze_function(fn, sm)
     per_line = line_pressure(a.cfg, a.pressure, files)
-    series = pressure_series(a, per_line, MAX_POINTS)
+    series = pressure_series(a, per_line, points)
     block = block_size(fn.directives)
     budget = fr.budget if fr else (budgets[fn.name].registers if budgets else None)
     series.budget = budget
@@ -211,7 +216,8 @@ def _figures_table(a, fr, theirs, budget) -> str:
 
 def _peak_table(a, files) -> str:
     values = peak_values(a, files)
-    rows = [f"<h3>Values live at the peak ({len(values)})</h3><table class=\"peakvalues\">"
+    rows = [f"<h3>Values live at the peak ({len(values)})</h3><div class=\"scroll\">"
+            "<table class=\"peakvalues\">"
             "<tr><th>value</th><th>class</th><th>registers</th><th>defined (PTX line)</th>"
             "<th>source</th><th>last use</th><th>live (instructions)</th><th>next use</th>"
             "<th>spill cost</th><th>rematerializable</th></tr>"]
@@ -227,7 +233,7 @@ def _peak_table(a, files) -> str:
                     f"<td class=\"num\">{v['spill_cost']:g}</td>"
                     f"<td>{escape(v.get('remat_from', '')) if v['rematerializable'] else ''}"
                     "</td></tr>")
-    rows.append("</table>")
+    rows.append("</table></div>")
     if len(values) > MAX_VALUES:
         rows.append(f"<p class=\"note\">... and {len(values) - MAX_VALUES} more "
                     f"(analyze --peak-values all)</p>")
@@ -237,7 +243,8 @@ def _peak_table(a, files) -> str:
 def _spill_table(values: list[dict]) -> str:
     if not values:
         return "<h3>Spills</h3><p class=\"note\">nothing spilled or rematerialized</p>"
-    rows = [f"<h3>Spills ({len(values)} values)</h3><table class=\"spills\"><tr><th>value"
+    rows = [f"<h3>Spills ({len(values)} values)</h3><div class=\"scroll\"><table "
+            "class=\"spills\"><tr><th>value"
             "</th><th>class</th><th>stores</th><th>reloads</th><th>recomputed</th>"
             "<th>loop depth</th><th>cost</th><th>why</th><th>defined</th></tr>"]
     for v in values[:MAX_VALUES]:
@@ -250,7 +257,7 @@ def _spill_table(values: list[dict]) -> str:
                     f"<td class=\"num\">{v['loop_depth']}</td>"
                     f"<td class=\"num\">{v['spill_cost']:g}</td><td>{escape(v['why'])}</td>"
                     f"<td>{escape(defined)}</td></tr>")
-    rows.append("</table>")
+    rows.append("</table></div>")
     if len(values) > MAX_VALUES:
         rows.append(f"<p class=\"note\">... and {len(values) - MAX_VALUES} more (allocate -v)"
                     "</p>")

@@ -206,7 +206,7 @@ def svg_plot(s: Series, width: int = 900, height: int = 260, ident: str = "") ->
         out.append(f'<path class="mark {kind}" d="M{xx - 3},{yy - 4}h6l-3,5z" '
                    f'fill="{colour}"><title>{kind} at line {line}</title></path>')
     for line, regs in zip(s.lines, s.registers):
-        out.append(f'<circle class="pt" cx="{x(line)}" cy="{y(regs)}" r="2" fill="#1f77b4"/>')
+        out.append(f'<circle class="pt" cx="{x(line)}" cy="{y(regs)}" r="2"/>')
     for p in s.peaks[:3]:
         xx = x(p["first_ptx_line"])
         out.append(f'<text class="peak" x="{xx}" y="{y(p["registers"]) - 6}" '
@@ -218,6 +218,11 @@ def svg_plot(s: Series, width: int = 900, height: int = 260, ident: str = "") ->
                f'</tspan> <tspan fill="#9467bd">\u25bc remat</tspan></text>')
     out.append('</svg>')
     return "\n".join(out)
+
+
+def _fill_points(svg: str) -> str:
+    """The points filled in the SVG itself (a standalone picture has no page style)."""
+    return svg.replace('<circle class="pt" ', '<circle class="pt" fill="#1f77b4" ')
 
 
 def _polyline(xs, ys, x, y, colour: str, cls: str) -> str:
@@ -242,7 +247,7 @@ def svg_document(plots: list[tuple[str, str]]) -> str:
     for title, svg in plots:
         parts.append(f'<text x="8" y="{height + 16}" font-family="sans-serif" font-size="13" '
                      f'font-weight="bold">{escape(title)}</text>')
-        parts.append(f'<g transform="translate(0,{height + 20})">{svg}</g>')
+        parts.append(f'<g transform="translate(0,{height + 20})">{_fill_points(svg)}</g>')
         height += 20 + int(svg.split('height="', 1)[1].split('"', 1)[0])
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="900" height="{height}" '
             f'viewBox="0 0 900 {height}">\n<rect width="900" height="{height}" fill="white"/>\n'
