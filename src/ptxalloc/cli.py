@@ -419,9 +419,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     is proven by the checker unless ``--no-verify``."""
     from . import ptxas
     from .alloc.driver import Options
-    from .errors import InternalError, VerificationError
+    from .errors import AllocationError, InternalError, VerificationError
     from .files import check_paths, read_input, write_output
-    from .pipeline import allocate_what_fits, fixed_budgets
+    from .pipeline import allocate_module, allocate_what_fits, fixed_budgets
     from .ptx.parser import parse
     from .report.html_report import html_report
     from .target.sm import profile_for_module
@@ -436,14 +436,22 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"{name}: not UTF-8 text (byte {e.start})") from None
     module = parse(text, name)
     _warn(module, args.strict)
-    if args.function:
-        keep = _select(module, args.function)[0].name
-        module = module.without({f.name for f in module.functions if f.name != keep})
     sm = profile_for_module(None, module)
+    options = Options(allocator=args.allocator)
+    one = None
     try:
-        result, _, refused = allocate_what_fits(
-            module, budget, args.allocator, verify=not args.no_verify,
-            options=Options(allocator=args.allocator))
+        if args.function:
+            # the module stays whole: a .func's budget depends on the kernels calling it
+            one = _select(module, args.function)[0].name
+            try:
+                result, refused = allocate_module(module, budget, args.allocator, function=one,
+                                                  verify=not args.no_verify,
+                                                  options=options), {}
+            except AllocationError as e:
+                result, refused = None, {one: str(e)}
+        else:
+            result, _, refused = allocate_what_fits(module, budget, args.allocator,
+                                                    verify=not args.no_verify, options=options)
     except VerificationError as e:
         raise InternalError(f"the allocation failed its proof; no report written; please "
                             f"report: {e}", exit_code=1) from None
@@ -451,7 +459,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if not args.no_ptxas and ptxas.available() and args.file != "-":
         figures = ptxas.assemble_file(args.file, ptxas.arch_for(sm.name))
     budgets = fixed_budgets(module, sm, None if budget == "auto" else budget)
-    write_output(output, html_report(module, text, sm, result, refused, figures, budgets))
+    write_output(output, html_report(module, text, sm, result, refused, figures, budgets,
+                                     functions=[one] if one else None))
     return 0
 
 

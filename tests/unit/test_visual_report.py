@@ -262,3 +262,13 @@ def test_analyze_plot_png_or_a_clear_error(tmp_path, capsys, monkeypatch):
     pytest.importorskip("matplotlib")
     assert main(["analyze", str(HAND), "--plot", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_shows_a_refused_function_with_its_reason(tmp_path):
+    page = _report(tmp_path, DATA / "tensor_sm80.ptx", "--registers", "15", "--no-ptxas")
+    assert page.count('<section class="function"') == 2
+    assert re.search(r"not allocated at budget 15: .*needs 24 registers at once", page)
+    one = _report(tmp_path, DATA / "tensor_sm80.ptx", "--registers", "15", "--no-ptxas",
+                  "--function", "k_wmma")
+    names = re.findall(r'<section class="function" id="fn\d+" data-name="([^"]+)"', one)
+    assert len(names) == 1 and "k_wmma" in names[0] and "not allocated at budget 15" in one

@@ -96,11 +96,13 @@ SCRIPT = """
 
 
 def html_report(module, text: str, sm, result=None, refused: dict | None = None,
-                ptxas=None, budgets: dict | None = None, title: str | None = None) -> str:
+                ptxas=None, budgets: dict | None = None, title: str | None = None,
+                functions: list[str] | None = None) -> str:
     """The page for ``module`` parsed from ``text``: ``result`` its ModuleResult (None: not
     allocated), ``refused`` ``{function: why}`` for functions the budget could not allocate,
     ``ptxas`` a :class:`~ptxalloc.ptxas.PtxasResult` of the same input, ``budgets`` the
-    RegisterLimit per function (for the functions not allocated)."""
+    RegisterLimit per function (for the functions not allocated); ``functions`` the names
+    shown (default: every function)."""
     from ..analysis.sources import source_files
 
     files = source_files(module)
@@ -110,8 +112,7 @@ def html_report(module, text: str, sm, result=None, refused: dict | None = None,
     sources = _SourceFiles(os.path.dirname(module.filename))
     page_rows = [MAX_PAGE_ROWS]
     sections = []
-    fns = [f for f in module.functions if f.name in allocated or f.name in refused
-           or not allocated]
+    fns = [f for f in module.functions if functions is None or f.name in functions]
     points = min(MAX_POINTS, max(100, MAX_PAGE_POINTS // max(1, len(fns))))
     for n, fn in enumerate(fns):
         sections.append(_function_section(n, fn, sm, files, ptx_lines, allocated.get(fn.name),
