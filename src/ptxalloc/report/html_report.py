@@ -96,8 +96,7 @@ SCRIPT = """
 
 
 def html_report(module, text: str, sm, result=None, refused: dict | None = None,
-                ptxas=None, budgets: dict | None = None, title: str | None = None,
-                functions: list[str] | None = None) -> str:
+                ptxas=None, budgets: dict | None = None, functions: list[str] | None = None) -> str:
     """The page for ``module`` parsed from ``text``: ``result`` its ModuleResult (None: not
     allocated), ``refused`` ``{function: why}`` for functions the budget could not allocate,
     ``ptxas`` a :class:`~ptxalloc.ptxas.PtxasResult` of the same input, ``budgets`` the
@@ -118,11 +117,15 @@ def html_report(module, text: str, sm, result=None, refused: dict | None = None,
         sections.append(_function_section(n, fn, sm, files, ptx_lines, allocated.get(fn.name),
                                           refused.get(fn.name), ptxas, budgets, sources,
                                           page_rows, points))
-    head = title or module.filename
+    head = module.filename
     summary = _module_table(fns, allocated, refused, ptxas)
-    ptxas_note = ("ptxas: " + ("ran on the input" if ptxas.ok else "failed on the input")
-                  + f" in {ptxas.seconds:.2f} s" if ptxas is not None
-                  else "ptxas: not run (not on the PATH, or --no-ptxas)")
+    if ptxas is None:
+        ptxas_note = "ptxas: not run (not on the PATH, or --no-ptxas)"
+    elif ptxas.ok:
+        ptxas_note = f"ptxas -v ran on the input in {ptxas.seconds:.2f} s"
+    else:
+        first = next((x for x in ptxas.output.splitlines() if x.strip()), "")
+        ptxas_note = f"ptxas failed on the input ({first[:200]}): no ptxas figures"
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>ptxalloc report: {escape(head)}</title><style>{STYLE}</style></head><body>\n",

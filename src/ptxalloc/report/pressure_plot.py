@@ -30,10 +30,10 @@ MAX_POINTS = 400            # points per function's plot
 MAX_NAMES = 32              # live values named per point
 _DIGITS = re.compile(r"\d+$")
 
-# what the allocation inserted, by the kind of its Edit (ptxalloc.ir.edits): mark, colour
-MARKS = {"spill": ("store", "#d62728"), "pspill": ("store", "#d62728"),
-         "reload": ("reload", "#2ca02c"), "preload": ("reload", "#2ca02c"),
-         "remat": ("remat", "#9467bd")}
+# what the allocation inserted, by the kind of its Edit (ptxalloc.ir.edits), and how it is drawn
+MARKS = {"spill": "store", "pspill": "store", "reload": "reload", "preload": "reload",
+         "remat": "remat"}
+MARK_COLOURS = {"store": "#d62728", "reload": "#2ca02c", "remat": "#9467bd"}
 
 
 @dataclass
@@ -142,7 +142,7 @@ def inserted_marks(allocated) -> list[tuple[int, str]]:
     for ins in allocated.instructions():
         o = ins.origin
         if o is not None and o.kind.value in MARKS:
-            out.append((ins.line, MARKS[o.kind.value][0]))
+            out.append((ins.line, MARKS[o.kind.value]))
     return out
 
 
@@ -150,11 +150,7 @@ def svg_plot(s: Series, width: int = 900, height: int = 260, ident: str = "") ->
     """The SVG of a series (module docstring); ``ident`` names it in the page."""
     left, right, top, bottom = 44, 16, 22, 30
     w, h = width - left - right, height - top - bottom
-    peak = max(s.registers, default=0)
-    preds = max(s.predicates, default=0)
-    ymax = max(8, math.ceil(max(peak, preds) * 1.15))
-    if s.budget is not None and s.budget <= ymax * 1.5:
-        ymax = max(ymax, s.budget + 2)
+    ymax = _y_top(s)
     x0, x1 = (s.lines[0], s.lines[-1]) if s.lines else (0, 1)
     span = max(1, x1 - x0)
 
@@ -201,7 +197,7 @@ def svg_plot(s: Series, width: int = 900, height: int = 260, ident: str = "") ->
             continue
         seen.add((line, kind))
         xx = x(line)
-        colour = {"store": "#d62728", "reload": "#2ca02c", "remat": "#9467bd"}[kind]
+        colour = MARK_COLOURS[kind]
         yy = top + 6 if kind == "store" else top + 12 if kind == "reload" else top + 18
         out.append(f'<path class="mark {kind}" d="M{xx - 3},{yy - 4}h6l-3,5z" '
                    f'fill="{colour}"><title>{kind} at line {line}</title></path>')
@@ -212,7 +208,8 @@ def svg_plot(s: Series, width: int = 900, height: int = 260, ident: str = "") ->
         out.append(f'<text class="peak" x="{xx}" y="{y(p["registers"]) - 6}" '
                    f'text-anchor="middle" font-weight="bold">{p["registers"]} @ '
                    f'{p["first_ptx_line"]}</text>')
-    out.append(f'<text x="{left}" y="{top - 8}"><tspan fill="#1f77b4">\u25a0 registers'
+    out.append(f'<text x="{left + w}" y="{top - 8}" text-anchor="end"><tspan fill="#1f77b4">'
+               f'\u25a0 registers'
                f'</tspan> <tspan fill="#ff7f0e">\u25a0 predicates</tspan> <tspan '
                f'fill="#d62728">\u25bc store</tspan> <tspan fill="#2ca02c">\u25bc reload'
                f'</tspan> <tspan fill="#9467bd">\u25bc remat</tspan></text>')
@@ -223,6 +220,16 @@ def svg_plot(s: Series, width: int = 900, height: int = 260, ident: str = "") ->
 def _fill_points(svg: str) -> str:
     """The points filled in the SVG itself (a standalone picture has no page style)."""
     return svg.replace('<circle class="pt" ', '<circle class="pt" fill="#1f77b4" ')
+
+
+def _y_top(s: Series) -> int:
+    """The top of a plot's axis: 15 % above the highest count, raised to show the budget
+    when it is at most half as high again (a budget of 255 over a MaxLive of 30 is only
+    labelled, at the top)."""
+    ymax = max(8, math.ceil(max(s.registers + s.predicates, default=0) * 1.15))
+    if s.budget is not None and s.budget <= ymax * 1.5:
+        ymax = max(ymax, s.budget + 2)
+    return ymax
 
 
 def _polyline(xs, ys, x, y, colour: str, cls: str) -> str:
@@ -272,10 +279,8 @@ def png_plot(series: list[Series]) -> bytes:
     for ax, s in zip(axes[:, 0], series):
         ax.plot(s.lines, s.registers, color="#1f77b4", lw=1, label="registers")
         ax.plot(s.lines, s.predicates, color="#ff7f0e", lw=1, label="predicates")
-        top = max(s.registers + s.predicates, default=0)
-        ymax = max(8, top * 1.15)
-        if s.budget is not None and s.budget <= ymax * 1.5:
-            ymax = max(ymax, s.budget + 2)
+        ymax = _y_top(s)
+        if s.budget is not None and s.budget <= ymax:
             ax.axhline(s.budget, color="#d62728", lw=1.2, label=f"K = {s.budget}")
         for st in s.steps:
             if st["registers"] < ymax:
