@@ -81,10 +81,10 @@ def test_report_is_self_contained(tmp_path):
 def test_report_source_view_has_every_line_with_its_count(tmp_path):
     page = _report(tmp_path, HAND, "--no-ptxas")
     rows = re.findall(r'<tr(?: class="[^"]*")?><td>(\d+)</td><td class="bar"><span '
-                      r'style="width:(\d+)%"></span></td><td class="n">(\d+)/(\d+)</td>', page)
+                      r'style="width:(\d+)px"></span></td><td class="n">(\d+)/(\d+)</td>', page)
     assert {int(r[0]): (int(r[2]), int(r[3])) for r in rows} == HAND_LINES
     widths = {int(r[0]): int(r[1]) for r in rows}
-    assert widths[22] == widths[25] == 100 and widths[20] == 80 and widths[29] == 0
+    assert widths[22] == widths[25] == 120 and widths[20] == 96 and widths[29] == 0
     # one collapsible group per source line: hand.cu:3, :4, :5 (two columns), the inlined
     # helpers.cuh:9, hand.cu:7
     groups = re.findall(r'<details class="src" open><summary>([^<]*)<', page)

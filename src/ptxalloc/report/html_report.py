@@ -39,6 +39,7 @@ MAX_PAGE_ROWS = 10000       # PTX lines in all source views together
 MAX_VALUES = 60             # rows of the peak's values, and of the spills
 MAX_SOURCE_BYTES = 4 << 20  # a source file larger than this is not read
 OPEN_FUNCTIONS = 8          # functions shown open; the rest start collapsed
+BAR_PX = 120                # the live-count bar of the line with the most registers
 BLOCK_SIZES = (32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 
 STYLE = """
@@ -52,13 +53,13 @@ details.fn>summary{cursor:pointer}
 .src{margin:2px 0}.src>summary{cursor:pointer;font-size:12px;background:#f4f4f4;padding:1px 4px}
 .src code.srctext{color:#555;margin-left:8px}
 table.ptx td{border:none;padding:0 4px;font-family:monospace;white-space:pre}
-table.ptx td.bar{width:120px}circle.pt{fill:#1f77b4}.bar span{display:inline-block;height:9px;background:#1f77b4}
+table.ptx td.bar{min-width:122px}circle.pt{fill:#1f77b4}.bar span{display:inline-block;height:9px;background:#1f77b4}
 tr.spill{background:#ffe0e0}tr.remat{background:#eadff7}tr.peak td.n{font-weight:bold}
 .tip{position:fixed;display:none;background:#fffff0;border:1px solid #888;padding:4px 6px;
 font:11px monospace;max-width:520px;pointer-events:none;z-index:9}
 .note{color:#666;font-size:12px}h3{font-size:14px;margin:10px 0 2px}
 .scroll{max-height:260px;overflow:auto;display:inline-block;border:1px solid #eee}
-div.source{max-height:600px;overflow:auto;border:1px solid #eee}
+div.source{max-height:420px;overflow:auto;border:1px solid #eee}
 """
 
 # the page's only script: the plot's tooltips and the expand/collapse buttons
@@ -187,12 +188,12 @@ def _function_section(n: int, fn, sm, files, ptx_lines, fr, refusal, ptxas, budg
     out.append(svg_plot(series, ident=ident))
     data = json.dumps(series.as_dict(), separators=(",", ":")).replace("</", "<\\/")
     out.append(f"<script type=\"application/json\" id=\"{ident}-data\">{data}</script>")
+    out.append(_source_view(per_line, ptx_lines, series.marks, files, sources, page_rows))
     out.append(_peak_table(a, files))
     if fr is not None:
         out.append(_spill_table(fr.extra.get("spills", {}).get("values", [])))
     out.append(_occupancy_table(sm, a.pressure.max_live, fr, _ptxas_figures(ptxas, fn.name),
                                 block))
-    out.append(_source_view(per_line, ptx_lines, series.marks, files, sources, page_rows))
     out.append("</details></section>")
     return "\n".join(out)
 
@@ -351,10 +352,10 @@ def _source_view(per_line, ptx_lines: list[str], marks, files, sources,
         if f.registers == top:
             cls = (cls + " peak").strip()
         text = ptx_lines[f.ptx_line - 1].strip() if 0 < f.ptx_line <= len(ptx_lines) else ""
-        width = round(100 * f.registers / top)
+        width = round(BAR_PX * f.registers / top)
         attr = f' class="{cls}"' if cls else ""
         out.append(f"<tr{attr}><td>{f.ptx_line}</td><td class="
-                   f"\"bar\"><span style=\"width:{width}%\"></span></td><td class=\"n\">"
+                   f"\"bar\"><span style=\"width:{width}px\"></span></td><td class=\"n\">"
                    f"{f.registers}/{f.predicates}</td><td>{escape(text[:160])}</td></tr>")
     if shown:
         out.append("</table></details>")
