@@ -125,7 +125,9 @@ def html_report(module, text: str, sm, result=None, refused: dict | None = None,
     elif ptxas.ok:
         ptxas_note = f"ptxas -v ran on the input in {ptxas.seconds:.2f} s"
     else:
-        first = next((x for x in ptxas.output.splitlines() if x.strip()), "")
+        said = [x for x in ptxas.output.splitlines() if x.strip()]
+        first = next((x for x in said if "error" in x.lower() or "fatal" in x.lower()),
+                     said[0] if said else "")
         ptxas_note = f"ptxas failed on the input ({first[:200]}): no ptxas figures"
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
