@@ -272,3 +272,16 @@ def test_report_shows_a_refused_function_with_its_reason(tmp_path):
                   "--function", "k_wmma")
     names = re.findall(r'<section class="function" id="fn\d+" data-name="([^"]+)"', one)
     assert len(names) == 1 and "k_wmma" in names[0] and "not allocated at budget 15" in one
+
+
+def test_a_failed_ptxas_run_is_named_by_its_error():
+    from ptxalloc.ptx import parse_file
+    from ptxalloc.ptxas import PtxasResult
+
+    module = parse_file(str(HAND))
+    failed = PtxasResult(False, 0.5, "ptxas x.ptx, line 3; warning : old\nptxas fatal   :  "
+                         "32-Bit ABI is not supported\n")
+    page = html_report.html_report(module, HAND.read_text(), profile_for("sm_80"),
+                                   ptxas=failed)
+    assert "ptxas failed on the input (ptxas fatal   :  32-Bit ABI is not supported)" in page
+    assert "<td>registers</td>" not in page                # nothing allocated, no figures row
