@@ -131,8 +131,12 @@ def test_long_functions_are_capped(tmp_path, monkeypatch):
     monkeypatch.setattr(html_report, "MAX_ROWS", 100)
     monkeypatch.setattr(html_report, "MAX_POINTS", 50)
     page = _report(tmp_path, TRITON, "--no-ptxas", "--no-verify")
-    assert page.count('<td class="bar">') == 100
-    assert re.search(r"\d+ more lines left out", page)
+    rows = [int(x) for x in re.findall(r'<tr(?: class="[^"]*")?><td>(\d+)</td><td class="bar">',
+                                       page)]
+    assert len(rows) == 100 and re.search(r"\d+ more lines left out", page)
+    # the hundred around the highest line (MaxLive 523 first at PTX line 1927)
+    assert rows == sorted(rows) and rows[0] < 1927 < rows[-1]
+    assert f"PTX lines {rows[0]}-{rows[-1]}" in page
     d = _plot_data(page)[0]
     assert len(d["lines"]) == 50
     # sampling keeps the peak: MaxLive 523 is a point of the plot

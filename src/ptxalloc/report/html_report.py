@@ -13,10 +13,10 @@ Everything is inline — CSS, SVG, the data the plot's tooltips read (JSON) and 
 written here — so the page opens with no network. What a person can read is all that is
 written: each plot keeps at most ``MAX_POINTS`` points (the highest of each run of lines; fewer,
 down to 100, where ``MAX_PAGE_POINTS`` shared by many functions allow no more), a
-function's source view at most ``MAX_ROWS`` PTX lines and the page at most ``MAX_PAGE_ROWS``
-(later functions keep their plot and tables and say what was left out), the peak's values and
-the spills at most ``MAX_VALUES`` rows each; functions after the first ``OPEN_FUNCTIONS`` start
-collapsed.
+function's source view at most ``MAX_ROWS`` PTX lines (those around its highest line) and the
+page at most ``MAX_PAGE_ROWS`` (later functions keep their plot and tables and say what was
+left out), the peak's values and the spills at most ``MAX_VALUES`` rows each; functions after
+the first ``OPEN_FUNCTIONS`` start collapsed.
 """
 
 from __future__ import annotations
@@ -330,7 +330,10 @@ def _source_view(per_line, ptx_lines: list[str], marks, files, sources,
     if allowed <= 0:
         return head + ")</h3><p class=\"note\">left out: the page's limit of " \
             f"{MAX_PAGE_ROWS} lines is spent (report this function alone with --function)</p>"
-    shown = figs[:allowed]
+    # a long function shows the lines around its highest one
+    top_at = max(range(len(figs)), key=lambda i: (figs[i].registers, -i), default=0)
+    start = min(max(0, top_at - allowed // 2), max(0, len(figs) - allowed))
+    shown = figs[start:start + allowed]
     page_rows[0] -= len(shown)
     kinds: dict[int, str] = {}
     for line, kind in marks:
@@ -339,7 +342,8 @@ def _source_view(per_line, ptx_lines: list[str], marks, files, sources,
         else:
             kinds.setdefault(line, "remat")
     top = max((f.registers for f in figs), default=1) or 1
-    out = [head + (f"; the first {len(shown)} shown" if len(shown) < len(figs) else "")
+    out = [head + (f"; the {len(shown)} around the highest shown, PTX lines "
+                   f"{shown[0].ptx_line}-{shown[-1].ptx_line}" if len(shown) < len(figs) else "")
            + ")</h3><div class=\"source\">"]
     group_key = None
     for k, f in enumerate(shown):
