@@ -289,3 +289,13 @@ def test_a_failed_ptxas_run_is_named_by_its_error():
                                    ptxas=failed)
     assert "ptxas failed on the input (ptxas fatal   :  32-Bit ABI is not supported)" in page
     assert "<td>registers</td>" not in page                # nothing allocated, no figures row
+
+
+def test_report_of_empty_functions_and_to_standard_output(tmp_path, capsys):
+    src = tmp_path / "empty.ptx"
+    src.write_text(".version 7.0\n.target sm_80\n.address_size 64\n.visible .func empty()\n"
+                   "{\n\tret;\n}\n.visible .entry k()\n{\n}\n")
+    assert main(["report", str(src), "-o", "-", "--no-ptxas"]) == 0
+    page = capsys.readouterr().out
+    assert page.startswith("<!DOCTYPE html>") and page.count('<section class="function"') == 2
+    assert [len(d["lines"]) for d in _plot_data(page)] == [1, 0]
