@@ -1,0 +1,103 @@
+"""The corpus grade of issue 18 (``bench/grade.py``, :func:`ptxalloc.grade.grade_module`'s
+``shortcut``): the shortcut changes no number of the grade, only skips the solver where a
+heuristic spills nothing; the bench's summary counts what it should from hand-made rows; the
+JSON lines of an interrupted run are read back whole lines only, and ``--resume`` grades only
+the functions missing."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+pytest.importorskip("ortools", reason="the optimal allocator needs OR-Tools ('.[optimal]')")
+
+from conftest import REPO  # noqa: E402
+from ptxalloc.grade import format_text, grade_module  # noqa: E402
+from ptxalloc.ptx import parse_file  # noqa: E402
+
+SAXPY = REPO / "examples" / "saxpy_poly.ptx"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("grade_bench", REPO / "bench" / "grade.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _numbers(row: dict) -> dict:
+    return {"optimum": row["optimal"]["spill_cost"],
+            **{name: (g["spill_cost"], g["gap"], g["gap_exact"], g["verified"])
+               for name, g in row["allocators"].items()}}
+
+
+@pytest.mark.parametrize("k", [8, 32])
+def test_the_shortcut_changes_no_number_of_the_grade(k):
+    module = parse_file(str(SAXPY))
+    full = grade_module(module, k, time_limit=5)
+    short = grade_module(module, k, time_limit=5, shortcut=True)
+    assert [_numbers(r) for r in short] == [_numbers(r) for r in full]
+    for row in short:
+        free = [n for n, g in row["allocators"].items() if g["spill_cost"] == 0]
+        # the solver ran exactly where no heuristic spilled nothing
+        assert ("reached_by" in row["optimal"]) == bool(free)
+        if free:
+            assert row["optimal"]["reached_by"] == free[0]
+            assert row["optimal"]["solver_seconds"] == 0.0
+        else:
+            assert row["optimal"]["verified"] is True
+    solved = [r for r in short if "reached_by" not in r["optimal"]]
+    assert bool(solved) == (k == 8)         # K = 8 has a function that must spill
+    text = format_text(short, SAXPY.name)
+    assert text.count("no solver needed") == len(short) - len(solved)
+
+
+def _row(k, optimum, gaps, file="a.ptx", name="f", optimal=True, reached_by=None):
+    best = {"spill_cost": optimum, "optimal": optimal, "lower_bound": optimum,
+            "solver_seconds": 0.0 if reached_by else 1.5}
+    if reached_by:
+        best["reached_by"] = reached_by
+    return {"file": file, "name": name, "k": k, "optimal": best,
+            "allocators": {a: {"spill_cost": None if g is None else optimum * (1 + g / 100)
+                               if optimum else (0.0 if g == 0 else 1.0), "gap": g}
+                           for a, g in gaps.items()}}
+
+
+def test_the_summary_counts_solved_functions_gaps_and_names_those_off():
+    bench = _bench()
+    rows = [_row(15, 10.0, {"briggs": 0.0, "linear": 50.0}, name="f1"),
+            _row(15, 10.0, {"briggs": 4.0, "linear": None}, name="f2"),
+            _row(15, 0.0, {"briggs": 0.0, "linear": 0.0}, name="f3", reached_by="briggs"),
+            _row(15, 8.0, {"briggs": 20.0, "linear": 30.0}, name="f4", optimal=False),
+            {"file": "a.ptx", "name": "f5", "k": 15, "optimal": {"refused": "needs 20"},
+             "allocators": {}},
+            {"file": "b.ptx", "name": "g", "k": 15, "error": "InternalError: boom"}]
+    out = "\n".join(bench.summarize(rows, [15]))
+    assert "1 function/budget pair(s) raised an error" in out and "b.ptx:g K=15" in out
+    assert ("K = 15: 4 functions allocated (1 refused: an instruction needs more), "
+            "3 solved to optimality, 1 stopped by the time limit; 1 needed no solver") in out
+    # briggs: gaps 0, 4, 0 over the solved: all within 5 %; linear: 50, inf, 0
+    assert "briggs    all solved      n=3     median    0.0%" in out
+    assert "within 5%: 100.0%" in out
+    assert "linear    all solved      n=3 " in out and "within 5%:  33.3%" in out
+    assert "(of them unbounded: 1)" in out
+    assert "linear more than 5% off at K = 15 (2): a.ptx:f1 (50.0%), a.ptx:f2 (inf%)" in out
+    assert "briggs more than 5% off" not in out         # f4's 20 % is only against a bound
+    counted = "\n".join(bench.summarize(rows, [15], name_functions=False))
+    assert "linear more than 5% off at K = 15 (2)" in counted and "a.ptx:f1" not in counted
+
+
+def test_interleaving_samples_the_whole_list_first():
+    bench = _bench()
+    assert bench.interleaved(list(range(8)), 3) == [0, 3, 6, 1, 4, 7, 2, 5]
+
+
+def test_rows_of_an_interrupted_run_are_read_back_whole(tmp_path):
+    bench = _bench()
+    path = tmp_path / "rows.jsonl"
+    whole = _row(24, 3.0, {"briggs": 0.0})
+    path.write_text(json.dumps(whole) + "\n" + json.dumps(whole)[:40])     # cut mid-line
+    assert bench.read_rows(str(path)) == [whole]
+    assert bench.read_rows(str(tmp_path / "absent.jsonl")) == []
