@@ -1,8 +1,8 @@
 """The corpus grade of issue 18 (``bench/grade.py``, :func:`ptxalloc.grade.grade_module`'s
 ``shortcut``): the shortcut changes no number of the grade, only skips the solver where a
 heuristic spills nothing; the bench's summary counts what it should from hand-made rows; the
-JSON lines of an interrupted run are read back whole lines only, and ``--resume`` grades only
-the functions missing."""
+JSON lines of an interrupted run are read back whole lines only; a function allocated alone
+(:func:`ptxalloc.grade.alone`) gets the figures it gets in its whole module."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import pytest
 
 pytest.importorskip("ortools", reason="the optimal allocator needs OR-Tools ('.[optimal]')")
 
-from conftest import REPO  # noqa: E402
-from ptxalloc.grade import format_text, grade_module  # noqa: E402
+from conftest import DATA, REPO  # noqa: E402
+from ptxalloc.grade import alone, format_text, grade_module  # noqa: E402
+from ptxalloc.pipeline import allocate_module  # noqa: E402
 from ptxalloc.ptx import parse_file  # noqa: E402
 
 SAXPY = REPO / "examples" / "saxpy_poly.ptx"
@@ -101,3 +102,25 @@ def test_rows_of_an_interrupted_run_are_read_back_whole(tmp_path):
     path.write_text(json.dumps(whole) + "\n" + json.dumps(whole)[:40])     # cut mid-line
     assert bench.read_rows(str(path)) == [whole]
     assert bench.read_rows(str(tmp_path / "absent.jsonl")) == []
+
+
+def _figures(res) -> tuple:
+    fr, = res.functions
+    return (fr.registers, fr.predicates, fr.spill_stores_bytes, fr.spill_loads_bytes, fr.rounds,
+            fr.verified)
+
+
+@pytest.mark.parametrize("path", [SAXPY, DATA / "calls_sm80.ptx"], ids=lambda p: p.name)
+def test_a_function_alone_allocates_as_in_its_whole_module(path):
+    """grade allocates each function in a module where it is the only definition (callees
+    declared); every figure is what the whole module gives, and the text checked is small."""
+    module = parse_file(str(path))
+    assert len(module.functions) > 1
+    for fn in module.functions:
+        one = alone(module, fn)
+        assert [f.name for f in one.functions] == [fn.name]
+        for k, allocator in ((8, "briggs"), (8, "fatpoint"), (24, "linear")):
+            whole = allocate_module(module, k, allocator, function=fn.name)
+            single = allocate_module(one, k, allocator, function=fn.name)
+            assert _figures(single) == _figures(whole)
+            assert len(single.ptx) < len(whole.ptx)
