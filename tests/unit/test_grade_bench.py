@@ -2,7 +2,9 @@
 ``shortcut``): the shortcut changes no number of the grade, only skips the solver where a
 heuristic spills nothing; the bench's summary counts what it should from hand-made rows; the
 JSON lines of an interrupted run are read back whole lines only; a function allocated alone
-(:func:`ptxalloc.grade.alone`) gets the figures it gets in its whole module."""
+(:func:`ptxalloc.grade.alone`) gets the figures it gets in its whole module; the eviction pass
+of ``bench/grade_causes.py`` lies between the optimum and briggs, and its grouping takes the
+first change that closes a gap."""
 
 from __future__ import annotations
 
@@ -13,7 +15,10 @@ import pytest
 
 pytest.importorskip("ortools", reason="the optimal allocator needs OR-Tools ('.[optimal]')")
 
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
 from conftest import DATA, REPO  # noqa: E402
+from test_optimal import _brute_force, small_problems  # noqa: E402
 from ptxalloc.grade import alone, format_text, grade_module  # noqa: E402
 from ptxalloc.pipeline import allocate_module  # noqa: E402
 from ptxalloc.ptx import parse_file  # noqa: E402
@@ -124,3 +129,33 @@ def test_a_function_alone_allocates_as_in_its_whole_module(path):
             single = allocate_module(one, k, allocator, function=fn.name)
             assert _figures(single) == _figures(whole)
             assert len(single.ptx) < len(whole.ptx)
+
+
+def _causes():
+    spec = importlib.util.spec_from_file_location("grade_causes", REPO / "bench" / "grade_causes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problems())
+def test_the_eviction_pass_of_grade_causes_lies_between_the_optimum_and_briggs(p):
+    """bench/grade_causes.py's eviction measures what revisiting select's failures would win:
+    never more than briggs's own cost, never below the brute-force minimum."""
+    from ptxalloc.alloc import briggs
+
+    coloring = briggs.color(p)
+    own = sum(p.cost[n] for n in coloring.spilled)
+    assert _brute_force(p) - 1e-9 <= _causes().evict(p, coloring) <= own + 1e-9
+
+
+def test_grade_causes_groups_a_function_by_the_first_change_that_closes_its_gap():
+    causes = _causes()
+    line = {"opt": 10.0, "briggs": 20.0, "fatpoint": 30.0, "b_nocoal": 20.0, "f_nocoal": 12.0,
+            "b_evict": 10.4, "b_nocoal_evict": 10.0, "b_deg2": 10.0, "b_cost": 25.0}
+    assert causes.group(line, "briggs").startswith("optimistic select")
+    assert causes.group(line, "fatpoint") == "other"
+    assert causes.group({**line, "f_nocoal": 10.0}, "fatpoint") == "coalescing"
+    assert causes.group({**line, "b_evict": 11.0, "b_deg2": 30.0}, "briggs") == \
+        "coalescing and select together"
