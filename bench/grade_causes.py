@@ -20,7 +20,7 @@ colored again:
 each only measured here, none part of the allocators. Every function is then put in the first
 group whose change brings it within 5 %: coalescing, optimistic select, spill priority, the two
 first together, else "other". Printed per heuristic and budget: the groups (``--names``: with
-their functions) and briggs's share within 5 % over all solved functions if it kept the
+their functions, by file name, each once) and briggs's share within 5 % over all solved functions if it kept the
 cheapest of itself and each remedy. ``--out`` keeps one line per function (resumed when it
 exists).
 """
@@ -179,6 +179,14 @@ def group(line: dict, heuristic: str) -> str:
     return "other"
 
 
+def _short(functions: list[str]) -> list[str]:
+    """``file name:function``, sorted, each once with the number of files holding it (the
+    corpus has many copies of the same kernels)."""
+    count = collections.Counter(f"{Path(f.rsplit(':', 1)[0]).name}:{f.rsplit(':', 1)[1]}"
+                                for f in functions)
+    return [f"{name} (x{n})" if n > 1 else name for name, n in sorted(count.items())]
+
+
 def report(rows: list[dict], lines: list[dict], names: bool) -> list[str]:
     by_key = {(d["file"], d["name"], d["k"]): d for d in lines}
     out = []
@@ -194,7 +202,7 @@ def report(rows: list[dict], lines: list[dict], names: bool) -> list[str]:
                                                            key=lambda kv: -len(kv[1]))))
             if names:
                 for label, fns in groups.items():
-                    out.append(f"  {label}: " + ", ".join(sorted(fns)))
+                    out.append(f"  {label}: " + ", ".join(_short(fns)))
         solved = [r for r in rows if "error" not in r and r["k"] == k
                   and "refused" not in r["optimal"] and r["optimal"]["optimal"]
                   and "refused" not in r["allocators"]["briggs"]]
