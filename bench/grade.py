@@ -92,7 +92,8 @@ def summarize(rows: list[dict], budgets: list[int], name_functions: bool = True)
                    f"{len(mine) - len(solved)} stopped by the time limit; "
                    f"{len(mine) - len(ran)} needed no solver (a heuristic spills nothing)")
         if times:
-            out.append(f"  solver seconds over the {len(ran)} that ran it, solved: median "
+            out.append(f"  solver seconds where it ran ({len(ran)}), over the {len(times)} "
+                       f"solved: median "
                        f"{statistics.median(times):.3f}, p90 {_quantile(times, 0.9):.3f}, "
                        f"max {max(times):.3f}")
         heuristics = sorted({a for r in mine for a in r["allocators"]})
