@@ -94,11 +94,12 @@ def analyze_function(fn: Function, sm: SMProfile, remat: dict[int, float] | None
                             remat=remat, no_spill=no_spill)
 
 
-def pressure_of(fn: Function) -> Pressure:
+def pressure_of(fn: Function, exclude: int = 0) -> Pressure:
     """The register pressure of ``fn`` as it stands (no interference graph, no costs): what
-    ``analyze`` reports as MaxLive, and what ``--registers auto`` starts from."""
+    ``analyze`` reports as MaxLive, and what ``--registers auto`` starts from; the registers
+    of the bitset ``exclude`` (those in the uniform files) are counted in neither R nor P."""
     cfg = CFG(fn)
-    return Pressure(cfg, Liveness(cfg), find_tuples(fn, cfg.instrs))
+    return Pressure(cfg, Liveness(cfg), find_tuples(fn, cfg.instrs), exclude)
 
 
 __all__ = ["FunctionAnalysis", "analyze_function", "pressure_of", "CFG", "Liveness",
