@@ -32,10 +32,10 @@ import re
 
 from ..errors import VerificationError
 from ..ir import isa
-from ..ir.cfg import CFG
 from ..ir.instruction import Instruction
 from ..ir.module import Function
 from ..ir.operands import Imm, Mem, Reg, Sym, Vec
+from .blocks import Blocks
 
 MIN_SM = 75
 
@@ -56,26 +56,26 @@ def _sm(arch: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _postdominators(cfg: CFG) -> list[int]:
+def _postdominators(blocks: Blocks) -> list[int]:
     """Per block its immediate post-dominator, -1 for none (the exit, or an endless loop)."""
-    n = len(cfg.blocks)
+    n = blocks.n
     every = set(range(n))
     pdom = [set(every) for _ in range(n)]
-    for b in cfg.blocks:
-        if not b.succs:
-            pdom[b.id] = {b.id}
+    for b in range(n):
+        if not blocks.succs[b]:
+            pdom[b] = {b}
     changed = True
     while changed:
         changed = False
-        for b in reversed(cfg.blocks):
-            if b.succs:
-                new = set.intersection(*(pdom[s] for s in b.succs)) | {b.id}
-                if new != pdom[b.id]:
-                    pdom[b.id] = new
+        for b in range(n - 1, -1, -1):
+            if blocks.succs[b]:
+                new = set.intersection(*(pdom[s] for s in blocks.succs[b])) | {b}
+                if new != pdom[b]:
+                    pdom[b] = new
                     changed = True
     out = [-1] * n
     for b in range(n):
-        if pdom[b] == every and cfg.blocks[b].succs:
+        if pdom[b] == every and blocks.succs[b]:
             continue
         strict = pdom[b] - {b}
         for d in strict:
@@ -103,15 +103,17 @@ class UniformCheck:
         if not self.uniform:
             return
         fn = self.fn
-        roles: dict[int, Instruction] = {}
-        for ins in fn.instructions():
+        instrs = [s for s in fn.body if type(s) is Instruction]
+        roles: list[Instruction] = []
+        for ins in instrs:
             c = ins.copy_with(list(ins.ops))
             isa.classify(c, fn.regs)
-            roles[id(ins)] = c
-        cfg = CFG(fn)
-        controlled = self._controlled(cfg, roles)
-        for i, ins in enumerate(cfg.instrs):
-            c = roles[id(ins)]
+            roles.append(c)
+        blocks = Blocks(fn.body, fn.branch_targets, fn.name)
+        block_of = [b for b in range(blocks.n) for _ in range(blocks.count[b])]
+        controlled = self._controlled(blocks, instrs, roles)
+        for i, ins in enumerate(instrs):
+            c = roles[i]
             written = [d for d in c.defs if d in self.uniform]
             if not written:
                 continue
@@ -119,42 +121,47 @@ class UniformCheck:
             if _sm(self.arch) < MIN_SM:
                 raise self.fail(ins, f"{name} is a uniform register, which {self.arch} does not "
                                      f"have (sm_{MIN_SM} and later)")
-            if cfg.block_of[i] in controlled:
+            if block_of[i] in controlled:
                 raise self.fail(ins, f"{name} is written under a divergent branch: its value "
                                      f"need not be uniform")
             reason = self._why_not(c)
             if reason:
                 raise self.fail(ins, f"{name} is a uniform register but {reason}")
 
-    def _controlled(self, cfg: CFG, roles: dict[int, Instruction]) -> set[int]:
+    def _controlled(self, blocks: Blocks, instrs: list[Instruction],
+                    roles: list[Instruction]) -> set[int]:
         """The blocks some divergent branch controls."""
-        ipdom = _postdominators(cfg)
+        ipdom = _postdominators(blocks)
         out: set[int] = set()
-        for b in cfg.blocks:
-            if len(b.succs) < 2 or not b.instrs:
+        for b in range(blocks.n):
+            succs = blocks.succs[b]
+            if len(succs) < 2 or not blocks.count[b] or not blocks.reachable[b]:
                 continue
-            term = roles[id(b.instrs[-1])]
+            term = roles[blocks.first[b] + blocks.count[b] - 1]
             divergent = term.guard >= 0 and term.guard not in self.uniform
             if term.opcode.startswith("brx"):
                 divergent = divergent or any(u not in self.uniform for u in term.uses)
             if not divergent:
                 continue
-            if self.fn.is_entry and any(self._ends_thread(cfg, s) for s in b.succs):
+            if self.fn.is_entry and any(self._ends_thread(blocks, instrs, s) for s in succs):
                 continue
-            stop = ipdom[b.id]
-            work = [s for s in b.succs if s != stop]
+            stop = ipdom[b]
+            work = [s for s in succs if s != stop]
             while work:
                 x = work.pop()
                 if x in out:
                     continue
                 out.add(x)
-                work.extend(s for s in cfg.blocks[x].succs if s != stop)
+                work.extend(s for s in blocks.succs[x] if s != stop)
         return out
 
     @staticmethod
-    def _ends_thread(cfg: CFG, bid: int) -> bool:
-        ins = cfg.blocks[bid].instrs
-        return bool(ins) and ins[0].guard < 0 and ins[0].opcode.split(".")[0] in ("ret", "exit")
+    def _ends_thread(blocks: Blocks, instrs: list[Instruction], b: int) -> bool:
+        """Block ``b`` begins with an unguarded ``ret`` or ``exit``."""
+        if not blocks.count[b]:
+            return False
+        ins = instrs[blocks.first[b]]
+        return ins.guard < 0 and ins.opcode.split(".")[0] in ("ret", "exit")
 
     def _why_not(self, ins: Instruction) -> str | None:
         """Why ``ins`` may not write a uniform register (None: it may)."""
