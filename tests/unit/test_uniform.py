@@ -338,3 +338,20 @@ def test_checker_refutes_a_uniform_guard_replaced_by_a_divergent_one():
     up = re.search(r"@(%UP\d+) bra", ptx).group(1)
     ptx = re.sub(re.escape(up) + r"\b", "%P5", ptx).replace("\t.reg", "\t.reg .pred %P5;\n\t.reg", 1)
     refute(text, ptx, r"under a divergent branch")
+
+
+def test_cli_prints_uniform_registers_and_the_switch(tmp_path, capsys):
+    from ptxalloc.cli import main
+    src = tmp_path / "k.ptx"
+    src.write_text(SOURCES)
+    out = tmp_path / "out.ptx"
+    assert main(["allocate", str(src), "--uniform", "-v", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    m = re.search(r"ptxas info    : Used (\d+) registers, (\d+) uniform registers", text)
+    assert m and int(m.group(2)) >= 1
+    assert "%UR" in out.read_text()
+    assert main(["verify", str(src), str(out)]) == 0
+    capsys.readouterr()
+    assert main(["allocate", str(src), "--no-uniform", "-v", "-o", str(out)]) == 0
+    assert "uniform registers" not in capsys.readouterr().out
+    assert "%UR" not in out.read_text()
