@@ -309,12 +309,15 @@ def _analyse(a: Allocation) -> dict:
     remat = {v: d for v, d in remat_candidates(work, work.instructions(), param_loads).items()
              if v not in pinned and v not in info.precolored}
     a.analysis = analysis = analyze_function(work, a.sm, {v: COMPUTE_COST for v in remat},
-                                             a.state.no_spill | pinned)
+                                             a.state.no_spill | pinned,
+                                             a.uniform.mask() if a.uniform else 0)
     if a.result.rounds == 1:
-        a.result.max_live_legalized = analysis.pressure.max_live
+        # with uniform registers the analysis counts R and P only; the figures count everything
+        a.result.max_live_legalized = (pressure_of(work).max_live if a.uniform
+                                       else analysis.pressure.max_live)
         a.result.max_live, a.result.max_live_predicates = (
             _max_live_as_written(a.original)
-            if len(work.regs) != len(a.original.regs) or a.in_flight
+            if len(work.regs) != len(a.original.regs) or a.in_flight or a.uniform
             else (analysis.pressure.max_live, analysis.pressure.max_preds))
     if info.active:
         convention.cost_factors(analysis, a.conv, info)

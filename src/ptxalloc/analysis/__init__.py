@@ -81,14 +81,16 @@ class FunctionAnalysis:
 
 
 def analyze_function(fn: Function, sm: SMProfile, remat: dict[int, float] | None = None,
-                     no_spill: set[int] | frozenset[int] = frozenset()) -> FunctionAnalysis:
+                     no_spill: set[int] | frozenset[int] = frozenset(),
+                     uniform: int = 0) -> FunctionAnalysis:
     """The analyses of ``fn`` (the interference graph, costs and calls on first use): ``remat``
     gives rematerializable registers their recomputation cost, ``no_spill`` registers get an
-    infinite spill cost."""
+    infinite spill cost, the registers of the bitset ``uniform`` (placed in the uniform files)
+    count in no pressure of R or P."""
     cfg = CFG(fn)
     liveness = Liveness(cfg)
     tuples = find_tuples(fn, cfg.instrs)
-    pressure = Pressure(cfg, liveness, tuples)
+    pressure = Pressure(cfg, liveness, tuples, uniform)
     latency = memory_latency(sm, pressure.max_regs, block_size(fn.directives))
     return FunctionAnalysis(fn, cfg, liveness, tuples, None, pressure, latency,
                             remat=remat, no_spill=no_spill)

@@ -32,6 +32,11 @@ def verbose_lines(r: FunctionResult, sm: SMProfile | None, kind: str = "func",
         f"spilled ({r.rematerialized} rematerialized), {r.rounds} round(s), {verified}, "
         f"{1000 * sum(r.seconds.values()):.1f} ms",
     ]
+    uniform = r.extra.get("uniform_values")
+    if uniform:
+        lines.append(f"    uniform: {uniform['placed']} of {uniform['found']} uniform values in "
+                     f"UR/UP ({r.uniform_registers} UR, {r.uniform_predicates} UP); MaxLive of "
+                     f"R without them {uniform['max_live_registers']}")
     lines.extend(f"    {note}" for note in r.notes)
     lines.extend(spills)
     return lines
