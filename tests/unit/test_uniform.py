@@ -355,3 +355,19 @@ def test_cli_prints_uniform_registers_and_the_switch(tmp_path, capsys):
     assert main(["allocate", str(src), "--no-uniform", "-v", "-o", str(out)]) == 0
     assert "uniform registers" not in capsys.readouterr().out
     assert "%UR" not in out.read_text()
+
+
+def test_input_names_like_uniform_registers_get_a_stem():
+    text = diamond("%r1").replace("%r", "%UR")
+    res = allocated(text)
+    assert "stem=x" in res.ptx and re.search(r"%xURD?\d", res.ptx)
+    assembles(res.ptx)
+
+
+def test_functions_under_the_calling_convention_keep_r_and_p():
+    text = (".version 8.0\n.target sm_80\n.address_size 64\n\n"
+            ".func (.param .b32 ret) f(.param .b32 a)\n{\n\t.reg .b32 %r<4>;\n"
+            "\tld.param.b32 %r1, [a];\n\tmov.u32 %r2, %ctaid.x;\n\tadd.s32 %r3, %r1, %r2;\n"
+            "\tst.param.b32 [ret], %r3;\n\tret;\n}\n")
+    res = allocated(text)
+    assert "%UR" not in res.ptx and "uniform_values" not in res.functions[0].extra
