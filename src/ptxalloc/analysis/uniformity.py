@@ -38,7 +38,6 @@ from ..ir.cfg import CFG
 from ..ir.instruction import Instruction
 from ..ir.module import Function
 from ..ir.operands import Imm, Mem, Reg, Sym, Vec
-from ..ir.registers import RegClass
 from ..util import bits
 from .liveness import Liveness
 
@@ -111,7 +110,7 @@ def _rule(bases: frozenset[str], datapath: bool):
         if base == "ld" and not (ins.opcode.startswith("ld.param")
                                  or ins.opcode.startswith("ld.const")):
             return False
-        for k, op in enumerate(ins.ops):
+        for op in ins.ops:
             t = type(op)
             if t is Vec:
                 return False
@@ -190,13 +189,15 @@ def divergent_blocks(cfg: CFG, uniform: int, ipdom: list[int] | None = None) -> 
         if not divergent or (kernel and any(_terminal(cfg, s) for s in b.succs)):
             continue
         stop = ipdom[b.id]
+        region = 0                  # this branch's own walk: another's may have stopped sooner
         work = [s for s in b.succs if s != stop]
         while work:
             x = work.pop()
-            if out >> x & 1:
+            if region >> x & 1:
                 continue
-            out |= 1 << x
-            work.extend(s for s in cfg.blocks[x].succs if s != stop and not out >> s & 1)
+            region |= 1 << x
+            work.extend(s for s in cfg.blocks[x].succs if s != stop and not region >> s & 1)
+        out |= region
     return out
 
 
@@ -251,6 +252,5 @@ def uniform_registers(fn: Function, cfg: CFG | None = None, rule: Rule = VALUE_R
                     uniform &= ~(1 << d)
                     lost_branch = lost_branch or bool(branch_preds >> d & 1)
                     work.extend(users_of[d])
-                    work.extend(j for j in defs_of[d] if j != i)
         if not lost_branch:
             return uniform

@@ -146,13 +146,15 @@ class UniformCheck:
             if self.fn.is_entry and any(self._ends_thread(blocks, instrs, s) for s in succs):
                 continue
             stop = ipdom[b]
+            region: set[int] = set()        # its own walk: another's may have stopped sooner
             work = [s for s in succs if s != stop]
             while work:
                 x = work.pop()
-                if x in out:
+                if x in region:
                     continue
-                out.add(x)
+                region.add(x)
                 work.extend(s for s in blocks.succs[x] if s != stop)
+            out |= region
         return out
 
     @staticmethod
