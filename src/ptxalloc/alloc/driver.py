@@ -4,8 +4,10 @@
 :func:`allocate_function` runs these steps, each a function below:
 
 1. :func:`_prepare` — the IR pre-passes (:mod:`ptxalloc.passes`: tuple legalization, the
-   calling convention's binding, ``wgmma`` serialization, the asynchrony binding) and the
-   feasibility check (:func:`ptxalloc.analysis.need.check_feasible`);
+   calling convention's binding, ``wgmma`` serialization, the asynchrony binding), the
+   feasibility check (:func:`ptxalloc.analysis.need.check_feasible`) and, with
+   ``Options.uniform``, the uniform classes UR/UP allocated on their own (:mod:`uniform`; the
+   values placed there are pinned: the rounds below allocate R and P);
 2. rounds of :func:`_round` until nothing is left to spill: :func:`_analyse` (the analyses,
    the convention's cost factors, the :class:`~api.Problem`), coalescing when the allocator
    asks for it (:mod:`coalesce`), coloring by the allocator's session, :func:`_spill` (the
