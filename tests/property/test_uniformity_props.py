@@ -7,7 +7,9 @@ on random kernels with branches and loops written as PTX text and parsed:
     fixpoint that only removes registers);
 (b) the datapath rule finds a subset of the value rule, and either finds only candidates;
 (c) every allocation with uniform registers of such a kernel is proven by the checker, whose
-    own uniformity check agrees.
+    own uniformity check agrees;
+(d) the divergent blocks are exactly the union of every divergent branch's region, as a
+    breadth-first search per branch finds it (it caught one walk cutting another's short).
 """
 
 from __future__ import annotations
@@ -101,3 +103,44 @@ def test_datapath_rule_is_a_subset_of_the_value_rule(stmts):
 def test_uniform_allocations_of_random_kernels_are_proven(stmts):
     res = allocate(text(stmts), uniform=True, filename="k.ptx")
     assert {f.verified for f in res.functions} == {True}
+
+
+def _region_oracle(cfg, ipdom, b: int) -> set[int]:
+    """Blocks reachable from a successor of ``b`` in the graph without ``ipdom[b]``, one
+    breadth-first search per successor (written apart from the analysis's walk)."""
+    stop = ipdom[b]
+    out: set[int] = set()
+    for s in cfg.blocks[b].succs:
+        if s == stop:
+            continue
+        seen = {s}
+        frontier = [s]
+        while frontier:
+            nxt = []
+            for x in frontier:
+                for y in cfg.blocks[x].succs:
+                    if y != stop and y not in seen:
+                        seen.add(y)
+                        nxt.append(y)
+            frontier = nxt
+        out |= seen
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(programs())
+def test_divergent_blocks_are_the_union_of_every_divergent_branchs_region(stmts):
+    from ptxalloc.analysis.uniformity import divergent_blocks, immediate_postdominators
+    from ptxalloc.ir.cfg import CFG
+    fn = parse(text(stmts), "k.ptx").functions[0]
+    cfg = CFG(fn)
+    uniform = uniform_registers(fn, cfg)
+    ipdom = immediate_postdominators(cfg)
+    want: set[int] = set()
+    for b in cfg.blocks:
+        if len(b.succs) > 1 and b.reachable and not uniform >> b.instrs[-1].guard & 1:
+            if not any(cfg.blocks[s].instrs and cfg.blocks[s].instrs[0].opcode == "ret"
+                       for s in b.succs):
+                want |= _region_oracle(cfg, ipdom, b.id)
+    got = divergent_blocks(cfg, uniform, ipdom)
+    assert {x for x in range(len(cfg.blocks)) if got >> x & 1} == want
