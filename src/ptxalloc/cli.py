@@ -431,7 +431,7 @@ def _add_allocation_options(p: argparse.ArgumentParser) -> None:
                    "defaults and who reads them are listed below")
     p.add_argument("--uniform", action=argparse.BooleanOptionalAction, default=False,
                    help="place warp-uniform integer values in the uniform registers UR0-UR62 "
-                   "and UP0-UP6 (seed 004; sm_75 and later, kernels without calls), written "
+                   "and UP0-UP6 (sm_75 and later, kernels without calls), written "
                    "%%UR<n>/%%URD<n>/%%UP<n> (default: off, R and P only)")
     _add_ptxas_flags(p)
 

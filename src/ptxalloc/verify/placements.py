@@ -126,8 +126,7 @@ class Placements:
             need = "a %V vector register"
         else:
             ok = p.family == CLASS_FAMILY[cls] or p.family == CLASS_UNIFORM_FAMILY.get(cls)
-            need = "%" + CLASS_FAMILY[cls] + (f" or %{CLASS_UNIFORM_FAMILY[cls]}"
-                                              if cls in CLASS_UNIFORM_FAMILY else "")
+            need = "%" + CLASS_FAMILY[cls]
         if not ok:
             what = self.vname(v) if home_class is None else f"its {cls} home"
             raise self.fail_at(idx, f"{where}: {name} cannot hold {what}, a {cls}"
