@@ -371,3 +371,21 @@ def test_functions_under_the_calling_convention_keep_r_and_p():
             "\tst.param.b32 [ret], %r3;\n\tret;\n}\n")
     res = allocated(text)
     assert "%UR" not in res.ptx and "uniform_values" not in res.functions[0].extra
+
+
+def test_spill_explanations_count_r_pressure_only():
+    # 20 uniform values and 12 divergent ones live at once, budget 8: the divergent ones spill,
+    # and the pressure the explanation names is R's alone (uniform values are in UR)
+    body = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, %tid.x;\n"
+    body += "".join(f"\tadd.s32 %r{i + 3}, %r1, {i};\n" for i in range(20))
+    body += "".join(f"\tadd.s32 %r{i + 30}, %r2, {i};\n" for i in range(12))
+    body += "\tmov.u32 %r70, 0;\n"
+    body += "".join(f"\tadd.s32 %r70, %r70, %r{i + 3};\n" for i in range(20))
+    body += "".join(f"\tadd.s32 %r70, %r70, %r{i + 30};\n" for i in range(12))
+    body += "\tld.param.u64 %rd1, [k_p];\n\tst.global.u32 [%rd1], %r70;\n\tret;"
+    res = allocated(kernel(body), registers=8)
+    f = res.functions[0]
+    assert f.spilled_values and f.uniform_registers >= 20
+    whys = [v["why"] for v in f.extra["spills"]["values"]]
+    pressures = [int(m.group(1)) for w in whys for m in [re.search(r"pressure (\d+)", w)] if m]
+    assert pressures and max(pressures) <= 15 < f.max_live_legalized

@@ -102,6 +102,7 @@ class FunctionResult:
     max_live_predicates: int = 0    # predicates live at once in the function as written
     uniform_registers: int = 0      # UR registers used (with Options.uniform)
     uniform_predicates: int = 0     # UP registers used
+    uniform_mask: int = 0           # bitset of the registers placed in UR/UP (not reported)
     spill_stores_bytes: int = 0
     spill_loads_bytes: int = 0
     stack_frame_bytes: int = 0
@@ -507,6 +508,7 @@ def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], ste
     result.registers = high_water(problem, coloring.start)
     result.predicates = max(preds, default=-1) + 1
     if a.uniform is not None:
+        result.uniform_mask = a.uniform.mask()
         result.uniform_registers = a.uniform.registers(work)
         result.uniform_predicates = a.uniform.predicates(work)
     result.spill_stores_bytes = stores
