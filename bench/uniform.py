@@ -73,7 +73,7 @@ def main() -> None:
         rel = entry["path"]
         path = root / rel
         arch = entry["ptxas_arch"]
-        theirs = {f["name"]: f["registers"] for f in entry["ptxas"]["functions"]}
+        theirs = {f["name"]: f.get("registers") for f in entry["ptxas"]["functions"]}
         try:
             module = parse(path.read_text(errors="replace"), str(path))
         except Exception:               # noqa: BLE001 - a file the parser refuses
