@@ -276,7 +276,8 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
         result = allocate_module(module, budget, args.allocator, args.arch, function,
                                  verify=not args.no_verify,
                                  options=Options(allocator=args.allocator, knobs=knobs,
-                                                 time_limit=_time_limit(args.time_limit)),
+                                                 time_limit=_time_limit(args.time_limit),
+                                                 uniform=args.uniform),
                                  maxrregcount=_maxrregcount(args.maxrregcount),
                                  override_directive_values=args.override_directive_values)
     except VerificationError as e:
@@ -365,7 +366,8 @@ def _allocation_report(path: str, args: argparse.Namespace, knobs: dict[str, flo
     try:
         return allocate_module(module, _budget(args.registers, allow_auto=True), args.allocator,
                                args.arch, verify=not args.no_verify,
-                               options=Options(allocator=args.allocator, knobs=knobs),
+                               options=Options(allocator=args.allocator, knobs=knobs,
+                                               uniform=args.uniform),
                                maxrregcount=_maxrregcount(args.maxrregcount),
                                override_directive_values=args.override_directive_values
                                ).report()
@@ -537,6 +539,10 @@ def _add_allocation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--knob", metavar="NAME=VALUE", action="append", default=[],
                    help="an allocator knob by its ptxas name (repeatable); the knobs, their "
                    "defaults and who reads them are listed below")
+    p.add_argument("--uniform", action=argparse.BooleanOptionalAction, default=False,
+                   help="place warp-uniform integer values in the uniform registers UR0-UR62 "
+                   "and UP0-UP6 (sm_75 and later, kernels without calls), written "
+                   "%%UR<n>/%%URD<n>/%%UP<n> (default: off, R and P only)")
     _add_ptxas_flags(p)
 
 

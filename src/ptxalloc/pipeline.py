@@ -201,12 +201,13 @@ def allocate(ptx_text: str, registers: int | str | None = None, allocator: str =
              arch: str | None = None, function: str | None = None, verify: bool = True,
              filename: str = "<input>", knobs: dict[str, float] | None = None,
              maxrregcount: int | None = None,
-             override_directive_values: bool = False) -> ModuleResult:
+             override_directive_values: bool = False, uniform: bool = False) -> ModuleResult:
     """Allocate PTX text; returns the allocated PTX (``.ptx``) and the per-function report
     (``.report()``). ``registers``: None for ptxas's rule (with ``maxrregcount`` and
     ``override_directive_values`` as ptxas's ``-maxrregcount`` and
     ``--override-directive-values``), a budget, ``"seed"`` (15) or ``"auto"``; ``knobs`` are
-    fat-point knobs by their ptxas names (:mod:`ptxalloc.alloc.knobs`)."""
-    options = Options(allocator=allocator, knobs=dict(knobs or {}))
+    fat-point knobs by their ptxas names (:mod:`ptxalloc.alloc.knobs`); ``uniform`` places
+    uniform values in UR/UP (:mod:`ptxalloc.alloc.uniform`)."""
+    options = Options(allocator=allocator, knobs=dict(knobs or {}), uniform=uniform)
     return allocate_module(parse(ptx_text, filename), registers, allocator, arch, function,
                            verify, options, maxrregcount, override_directive_values)

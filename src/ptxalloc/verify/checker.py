@@ -13,7 +13,8 @@ tuples, which registers an asynchronous instruction keeps using), and nothing of
    inserted one of its documented form, decodes names into locations and checks each is a
    legal placement (:mod:`.placements`, :mod:`.locations`, the convention's bindings of
    :mod:`.bindings`), and emits one typed event per
-   statement (:mod:`.events`) over the allocated CFG (:mod:`.blocks`);
+   statement (:mod:`.events`) over the allocated CFG (:mod:`.blocks`); :mod:`.uniform`
+   confirms that whatever lives in a uniform register (``%UR``, ``%URD``, ``%UP``) is uniform;
 3. :mod:`.liveness` — the checker's own liveness of the original values: the values read
    before any definition, and where each value dies;
 4. :mod:`.dataflow` — the forward fixpoint of :mod:`.lattice`'s transfer rules (the formal
@@ -40,6 +41,7 @@ from .locations import Locations
 from .matching import Matcher
 from .messages import Messages
 from .schedule import scheduled_original
+from .uniform import check_uniform
 
 __all__ = ["FunctionProof", "FunctionChecker", "check_function", "read_header",
            "CheckerInputError"]
@@ -92,6 +94,7 @@ class FunctionChecker:
         proof = FunctionProof(self.orig.name, self.orig.kind, h.allocator, h.budget, h.arch)
         matched = Matcher(self.orig, self.alloc, h, self.module_decls, self.locs,
                           self.msgs).match()
+        check_uniform(self.alloc, h.stem, h.arch)
         live = liveness(matched.cfg, matched.events, len(self.orig.regs), matched.in_params)
         proof.instructions = matched.instructions
         proof.inserted = matched.inserted

@@ -34,7 +34,7 @@ from .events import (Copy, Event, InFlight, Original, Remat, RemovedCopy, Remove
                      Wait)
 from .header import (ANNOTATION, EARLIER_HEADER, HEADER, REMOVED, SERIALIZE,
                      CheckerInputError, Header, read_header)
-from .locations import CLASS_BITS, CLASS_FAMILY, Locations
+from .locations import CLASS_BITS, CLASS_FAMILY, CLASS_UNIFORM_FAMILY, Locations
 from .messages import Messages, first_diff
 from .placements import Placements
 from .schedule import SCHEDULE
@@ -507,8 +507,8 @@ class Matcher:
                 loc = p
             else:
                 cls = self.oclass[d]
-                if p.family != CLASS_FAMILY[cls] and not (p.family == "V"
-                                                          and self.oregs.vec[d] > 1):
+                if p.family not in (CLASS_FAMILY[cls], CLASS_UNIFORM_FAMILY.get(cls)) and not (
+                        p.family == "V" and self.oregs.vec[d] > 1):
                     raise self.fail_at(idx, f"{nd} cannot hold {self.vname(d)}, a {cls} value")
                 loc = self.locs.register(p, nd)
             return RemovedCopy(idx, loc, d, s)
