@@ -117,24 +117,27 @@ def hoist_function(fn: Function) -> Hoisted | None:
         cfg = CFG(cur)
         if not cfg.loops:
             return None
-        headers = [lp.header for lp in sorted(cfg.loops, key=lambda lp: -lp.depth)]
+        # a loop is known by its header's label: moving instructions can empty an unlabelled
+        # block, which renumbers the blocks after it
+        headers = [cfg.blocks[lp.header].labels[0]
+                   for lp in sorted(cfg.loops, key=lambda lp: -lp.depth)]
         result = Hoisted(cur)
         stale = False
-        for h in headers:
+        for label in headers:
             if stale:
                 cfg = CFG(cur)
                 stale = False
-            loop = next(lp for lp in cfg.loops if lp.header == h)
+            loop = next(lp for lp in cfg.loops if label in cfg.blocks[lp.header].labels)
             p = preheader(cfg, loop)
             if p < 0 or not cfg.blocks[p].instrs:
                 result.without_preheader += 1
                 continue
-            moved = _invariants(cur, cfg, loop, ndefs)
-            if not moved:
-                continue
             anchor = cfg.blocks[p].instrs[-1]
             side = BEFORE if anchor.base == "bra" else AFTER
-            if anchor.base == "brx":
+            if side == AFTER and anchor.base in ("brx", "ret", "exit", "trap"):
+                continue            # a guarded exit ends the preheader: nothing goes after it
+            moved = _invariants(cur, cfg, loop, ndefs)
+            if not moved:
                 continue
             if side == BEFORE and any(d in anchor.uses for ins in moved for d in ins.defs):
                 continue
