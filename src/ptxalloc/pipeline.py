@@ -72,7 +72,8 @@ def auto_budget(fn, sm: SMProfile, knobs: dict[str, float] | None = None,
                          resolve(knobs), limit)
 
 
-def pre_passes(original: Function, options: Options) -> tuple[Function, list[tuple]]:
+def pre_passes(original: Function, options: Options,
+               module_decls: list[str] = ()) -> tuple[Function, list[tuple]]:
     """The function the allocator is given: ``original`` through the pre-passes the knobs
     switch on, in seed 004's order — ``hoist`` (:mod:`ptxalloc.passes.hoist`), ``promote``
     (:mod:`ptxalloc.passes.promote`), then ``schedule`` (:mod:`ptxalloc.passes.schedule`) —
@@ -91,7 +92,7 @@ def pre_passes(original: Function, options: Options) -> tuple[Function, list[tup
             marks.append(("hoist", hoist_lines(hoisted.groups), hoisted.report()))
     if knobs["promote"]:
         from .passes.promote import promote_function
-        promoted = promote_function(fn)
+        promoted = promote_function(fn, "\n".join(module_decls))
         if promoted:
             fn = promoted.function
             marks.append(("promote", promote_lines(promoted.arrays), promoted.report()))
@@ -148,7 +149,7 @@ def allocate_module(module: Module, registers: int | str | None = None,
     decls = [it.text for it in module.items if type(it) is Raw]
     files = source_files(module)
     for original in fns:
-        fn, marks = pre_passes(original, options)
+        fn, marks = pre_passes(original, options, decls)
         limit = budgets[fn.name]
         if registers == "auto":
             budget = auto_budget(fn, sm, options.knobs, limit)

@@ -40,9 +40,12 @@ def test_only_the_array_with_constant_offsets_is_promoted():
     assert p.arrays == ["kept"]
     assert p.slots == {"kept": [(0, 32), (4, 32), (8, 32), (12, 32)]}
     assert p.report() == {"arrays": 1, "local_bytes": 16, "slots": 4, "registers_added": 4,
-                          "accesses": 7}
+                          "accesses": 7, "frame_bytes_removed": 16}
     text = render(p.function)
-    assert len(text) == len(render(fn))          # one instruction for one
+    # one instruction for one, less the dead address arithmetic and the declaration
+    assert len(text) == len(render(fn)) - 2
+    assert "mov.u64\t%rd3, kept;" not in text and "add.u64\t%rd4, %rd3, 4;" not in text
+    assert "kept" not in local_arrays(p.function) and "escapes" in local_arrays(p.function)
     assert "mov.u32\t%r2, %kept_0;" in text and "mov.f32\t%kept_4, 0f3F800000;" in text
     assert "mov.u32\t%r4, %kept_12;" in text and "mov.u32\t%kept_12, %r3;" in text
     # the other two arrays keep their memory accesses
@@ -60,6 +63,10 @@ def test_a_never_stored_slot_stays_undefined():
     assert not any(slot in i.defs for i in fn.instructions())
 
 
+def module_text(module) -> list[str]:
+    return [it.text for it in module.items if type(it) is Raw]
+
+
 def test_nvcc_debug_builds():
     module = parse_file(str(NVCC_G))
     got = {fn.name: promote_function(fn) for fn in module.functions}
@@ -67,8 +74,14 @@ def test_nvcc_debug_builds():
     assert got["_Z8k_structPdPKf"].slots == {
         "__local_depot2": [(0, 32), (4, 32), (8, 32), (12, 32), (16, 64)]}
     assert got["_Z9k_dynamicPfPKfi"] is None               # acc[i & 3]
-    # -G code reaches the depot through generic addresses (%SP = cvta.local %SPL)
+    # -G code reaches the depot through generic addresses (%SP = cvta.local %SPL); its
+    # debug information names the depot, so the declaration stays
     text = render(got["_Z7k_constPfPKfi"].function)
+    assert got["_Z7k_constPfPKfi"].report()["frame_bytes_removed"] == 12
+    kept = {fn.name: promote_function(fn, "\n".join(module_text(module)))
+            for fn in module.functions}
+    assert kept["_Z7k_constPfPKfi"].report()["frame_bytes_removed"] == 0
+    assert "__local_depot0" in local_arrays(kept["_Z7k_constPfPKfi"].function)
     assert not any(t.startswith(("ld.f32", "st.f32")) and "%SP" in t for t in text)
     # -O3 leaves only the dynamically indexed array in memory: not promotable
     assert all(promote_function(fn) is None for fn in parse_file(str(NVCC_O3)).functions)
@@ -161,3 +174,16 @@ def test_a_claimed_promotion_without_the_rewrite_is_refuted(tmp_path, capsys):
     capsys.readouterr()
     with pytest.raises(VerificationError):
         verify_modules(parse(HAND.read_text(), str(HAND)), parse_allocated(claimed, "x.ptx"))
+
+
+def test_the_declaration_goes_and_a_kept_one_is_refuted(tmp_path, capsys):
+    """The promoted array's declaration is removed (ptxas reserves a frame for any declared
+    array); an allocation that keeps it does not match the rebuilt function."""
+    res = allocate(HAND.read_text(), 255, knobs={"promote": 1}, filename=str(HAND))
+    assert "kept[16]" not in res.ptx and "escapes[8]" in res.ptx
+    bad = res.ptx.replace("\t.local .align 8 .b8 escapes[8];",
+                          "\t.local .align 8 .b8 kept[16];\n\t.local .align 8 .b8 escapes[8];")
+    out = tmp_path / "out.ptx"
+    out.write_text(bad)
+    assert main(["verify", str(HAND), str(out)]) == 1
+    assert "directives differ" in capsys.readouterr().err

@@ -26,8 +26,11 @@ every access is at a constant offset with a consistent width:
 
 Each slot becomes a fresh register (``.b16``/``.b32``/``.b64``); each load becomes
 ``mov.TYPE d, slot`` and each store ``mov.TYPE slot, src`` (TYPE the access's own; the guard
-kept), one instruction for one, so instruction indices stay those of the input. The address
-arithmetic and the declaration stay (they are dead; ptxas removes them).
+kept). The address arithmetic is then dead — every read of an address register was an
+access or another derivation — and is removed, and so is the declaration unless the module
+names the array outside the function (nvcc ``-G`` debug information does: ``.b64
+__local_depot0`` in ``.debug_info``), since ptxas reserves the stack frame for a declared array
+whether it is used or not.
 
 A load of a slot that no store reaches reads uninitialized local memory: an unspecified
 value. Promoted, it reads a register that no definition reaches, which the allocator treats as
@@ -57,6 +60,7 @@ _DECL = re.compile(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.([a-z]+(\d+))\s+([\w$%.]
                    r"(?:\[\s*(\d+)\s*\])?\s*;?\s*$")
 _ACCESS = re.compile(r"(ld|st)(\.local)?\.([bsuf])(16|32|64)$")
 _ARITH = re.compile(r"(add|sub)\.[su](32|64)$")
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _INT = re.compile(r"[+-]?(?:0[xX][0-9a-fA-F]+|0[0-7]*|[1-9]\d*)[uU]?$")
 
 
@@ -64,19 +68,21 @@ _INT = re.compile(r"[+-]?(?:0[xX][0-9a-fA-F]+|0[0-7]*|[1-9]\d*)[uU]?$")
 class Promoted:
     """A function with some ``.local`` arrays promoted: ``arrays`` their names, ``bytes`` their
     total size, ``slots`` the registers added ({array: [(offset, bits)]}), ``accesses`` the
-    loads and stores replaced."""
+    loads and stores replaced, ``frame_bytes`` the bytes of the declarations removed."""
 
     function: Function
     arrays: list[str] = field(default_factory=list)
     bytes: int = 0
     slots: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     accesses: int = 0
+    frame_bytes: int = 0
 
     def report(self) -> dict:
         bits = sum(b for s in self.slots.values() for _, b in s)
         return {"arrays": len(self.arrays), "local_bytes": self.bytes,
                 "slots": sum(len(s) for s in self.slots.values()),
-                "registers_added": -(-bits // 32), "accesses": self.accesses}
+                "registers_added": -(-bits // 32), "accesses": self.accesses,
+                "frame_bytes_removed": self.frame_bytes}
 
 
 def local_arrays(fn: Function) -> dict[str, int]:
@@ -113,6 +119,7 @@ class _Analysis:
         self.ok = True
         self.addr: dict[int, tuple[bool, int]] = {}     # vreg -> (generic, offset)
         self.accesses: dict[int, tuple[int, int]] = {}  # instr id -> (offset, bits)
+        self.derivations: list[int] = []                # instr ids
         instrs = cfg.instrs
         mention = _mentions(name)
         names = fn.regs.names.__getitem__
@@ -140,7 +147,7 @@ class _Analysis:
             if not touches and not named:
                 continue
             if self._derivation(ins, name) is not None:
-                pass
+                self.derivations.append(k)
             else:
                 acc = self._access(ins, name, fn)
                 if acc is None:
@@ -224,9 +231,10 @@ class _Analysis:
         return base_off + off, bits
 
 
-def promote_function(fn: Function) -> Promoted | None:
+def promote_function(fn: Function, module_text: str = "") -> Promoted | None:
     """The function with every promotable ``.local`` array in registers (module docstring), or
-    None when there is none."""
+    None when there is none; ``module_text`` is the module's text outside its functions, where
+    a name that appears keeps its declaration."""
     arrays = {n: s for n, s in local_arrays(fn).items() if s <= MAX_PROMOTED_BYTES}
     if not arrays:
         return None
@@ -240,7 +248,7 @@ def promote_function(fn: Function) -> Promoted | None:
             ndefs[p.vid] += 1
     new = fn.copy()
     result = Promoted(new)
-    replace: dict[int, Instruction] = {}
+    replace: dict[int, Instruction | None] = {}
     for name, size in arrays.items():
         an = _Analysis(fn, cfg, name, size, ndefs)
         if not an.ok or not an.accesses:
@@ -259,11 +267,19 @@ def promote_function(fn: Function) -> Promoted | None:
                               ins.guard_neg, ins.line, ins.loc, ins.comment)
             isa.classify(mov, new.regs)
             replace[id(ins)] = mov
+        for k in an.derivations:
+            replace[id(cfg.instrs[k])] = None
+        if not _mentions(name).search(_COMMENTS.sub(" ", module_text)):
+            decl = next(s for s in new.body if type(s) is Raw and s.kind == DIRECTIVE
+                        and _DECL.match(s.text.strip()) and
+                        _DECL.match(s.text.strip()).group(4) == name)
+            replace[id(decl)] = None
+            result.frame_bytes += size
         result.arrays.append(name)
         result.bytes += size
         result.slots[name] = slots
         result.accesses += len(an.accesses)
     if not result.arrays:
         return None
-    new.body = [replace.get(id(s), s) for s in new.body]
+    new.body = [replace.get(id(s), s) for s in new.body if replace.get(id(s), s) is not None]
     return result

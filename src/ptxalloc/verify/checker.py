@@ -121,7 +121,7 @@ def check_function(original: Function, allocated: Function,
     if header.get("hoist") == "1":
         original = hoisted_original(original, allocated)
     if header.get("promote") == "1":
-        original = promoted_original(original, allocated)
+        original = promoted_original(original, allocated, module_decls)
     if header.get("schedule") == "1":
         # proven against the original in the recorded order, once that order is validated
         original = scheduled_original(original, allocated)

@@ -21,7 +21,10 @@ An array is accepted when, recomputed here independently of :mod:`ptxalloc.passe
   cover the same bytes (one slot, one width).
 
 The rebuilt function has one fresh ``.bN`` register per slot and each access replaced by
-``mov.TYPE data, slot`` (a load) or ``mov.TYPE slot, data`` (a store), guard and line kept.
+``mov.TYPE data, slot`` (a load) or ``mov.TYPE slot, data`` (a store), guard and line kept;
+the derivations of its addresses removed (every read of their registers was an access or a
+derivation, so they are dead), and its declaration too unless the module's text outside the
+functions, comments aside, names the array (nvcc ``-G`` debug information).
 Together with the allocation proof this is the whole chain: the original's memory slot and the
 rebuilt function's register hold the same value at every access, since no other instruction can
 reach the slot (its address never escapes) and every access names it exactly.
@@ -69,26 +72,27 @@ def _number(text: str) -> int | None:
     return -value if m.group(1) == "-" else value
 
 
-def _declared_size(fn: Function, name: str) -> int | None:
+def _declaration(fn: Function, name: str) -> tuple[Raw, int] | None:
     pattern = re.compile(r"\.local\s+(?:\.align\s+\d+\s+)?\.[a-z]+(\d+)\s+" + re.escape(name)
                          + r"\s*(?:\[\s*(\d+)\s*\])?\s*;?$")
     for s in fn.body:
         if type(s) is Raw and s.kind == DIRECTIVE:
             m = pattern.match(s.text.strip())
             if m:
-                return int(m.group(1)) // 8 * (int(m.group(2)) if m.group(2) else 1)
+                return s, int(m.group(1)) // 8 * (int(m.group(2)) if m.group(2) else 1)
     return None
 
 
-def _promote_array(fn: Function, name: str) -> Function:
+def _promote_array(fn: Function, name: str, module_text: str = "") -> Function:
     where = f"function '{fn.name}': array '{name}'"
 
     def refuse(why: str) -> VerificationError:
         return VerificationError(f"{where} cannot be promoted to registers: {why}")
 
-    size = _declared_size(fn, name)
-    if size is None:
+    declared = _declaration(fn, name)
+    if declared is None:
         raise refuse("it is not a .local array declared in the function")
+    declaration, size = declared
     if size > LIMIT:
         raise refuse(f"{size} bytes exceed the 64 KB cap")
     cfg = CFG(fn)
@@ -150,6 +154,7 @@ def _promote_array(fn: Function, name: str) -> Function:
     mention = re.compile(r"(?<![\w$%.])" + re.escape(name) + r"(?![\w$])")
     slots: dict[int, tuple[int, int]] = {}           # byte -> (offset, bits)
     accesses: dict[int, tuple[int, int]] = {}        # instruction -> (offset, bits)
+    dead: set[int] = set()                           # ids of the derivations
     for k, ins in enumerate(instrs):
         reads = [u for u in ins.uses if u in address]
         if not reads and not mention.search(ins.render(names)):
@@ -162,6 +167,7 @@ def _promote_array(fn: Function, name: str) -> Function:
                 raise refuse(f"{text} reads the address {names(u)} where its definition "
                              f"does not dominate")
         if derived(ins) is not None:
+            dead.add(id(ins))
             continue
         m = _OPCODE.match(ins.opcode)
         if m is None or len(ins.ops) != 2:
@@ -221,13 +227,18 @@ def _promote_array(fn: Function, name: str) -> Function:
                           ins.comment)
         isa.classify(mov, new.regs)
         replaced[id(ins)] = mov
-    new.body = [replaced.get(id(s), s) for s in new.body]
+    if not mention.search(module_text):
+        dead.add(id(declaration))
+    new.body = [replaced.get(id(s), s) for s in new.body if id(s) not in dead]
     return new
 
 
-def promoted_original(original: Function, allocated: Function) -> Function:
+def promoted_original(original: Function, allocated: Function,
+                      module_decls: list[str] = ()) -> Function:
     """The original with every array the ``//@promote`` lines of ``allocated`` name checked and
-    promoted (module docstring): what the allocation (or the next pre-pass) is proven against."""
+    promoted (module docstring): what the allocation (or the next pre-pass) is proven against.
+    ``module_decls`` are the module's statements outside its functions."""
+    module_text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", "\n".join(module_decls), flags=re.S)
     fn = original
     seen = set()
     for name in read_promotions(allocated):
@@ -235,5 +246,5 @@ def promoted_original(original: Function, allocated: Function) -> Function:
             raise VerificationError(f"function '{original.name}': array '{name}' is promoted "
                                     f"twice")
         seen.add(name)
-        fn = _promote_array(fn, name)
+        fn = _promote_array(fn, name, module_text)
     return fn
