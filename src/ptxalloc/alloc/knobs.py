@@ -103,11 +103,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "(passes/schedule.py), 0 = off", maximum=1, scope="all"),
     Knob("hoist", None, 0, True, 0,
          "ptxalloc's own: 1 = loop-invariant instructions hoisted to loop preheaders before "
-         "allocation (seed 004 HoistInvariants, passes/hoist.py), 0 = off", maximum=1,
+         "allocation (ptxas's HoistInvariants, passes/hoist.py), 0 = off", maximum=1,
          scope="all"),
     Knob("promote", None, 0, True, 0,
          "ptxalloc's own: 1 = function-local .local arrays accessed at constant offsets "
-         "promoted to registers before allocation (seed 004 ConvertMemoryToRegisterOrUniform, "
+         "promoted to registers before allocation (ptxas's ConvertMemoryToRegisterOrUniform, "
          "passes/promote.py), 0 = off", maximum=1, scope="all"),
 )}
 
