@@ -45,12 +45,13 @@ def sources(which: list[str], every: int, files: list[str]) -> dict[str, list[Pa
     return out
 
 
-def run_pass(name: str, fn):
+def run_pass(name: str, fn, module):
     if name == "hoist":
         from ptxalloc.passes.hoist import hoist_function
         return hoist_function(fn)
+    from ptxalloc.ir.instruction import Raw
     from ptxalloc.passes.promote import promote_function
-    return promote_function(fn)
+    return promote_function(fn, "\n".join(it.text for it in module.items if type(it) is Raw))
 
 
 def measure(paths: list[Path], name: str, budgets: list[int], allocator: str) -> dict:
@@ -66,7 +67,7 @@ def measure(paths: list[Path], name: str, budgets: list[int], allocator: str) ->
             t["functions"] += 1
             t0 = time.perf_counter()
             try:
-                res = run_pass(name, fn)
+                res = run_pass(name, fn, module)
             except Exception:           # noqa: BLE001 - e.g. a CFG the IR refuses
                 continue
             t["pass_s"] += time.perf_counter() - t0
