@@ -105,6 +105,17 @@ def pre_passes(original: Function, options: Options,
     return fn, marks
 
 
+def pre_pass_note(key: str, report: dict) -> str:
+    """The ``-v`` line saying what a pre-pass did (its report: docs/report-schema.md)."""
+    if key == "hoist":
+        return (f"hoisted {report['hoisted']} loop-invariant instructions out of "
+                f"{report['loops']} loops")
+    if key == "promote":
+        return (f"promoted {report['arrays']} .local arrays ({report['local_bytes']} bytes, "
+                f"{report['accesses']} loads and stores) to {report['slots']} registers")
+    return f"scheduled: {report['moved']} instructions moved in {report['segments']} segments"
+
+
 def check_registers(registers) -> None:
     """``registers`` is None, 'auto', 'seed' or a count from 1 to 255."""
     if registers in (None, "auto", "seed"):
@@ -163,6 +174,7 @@ def allocate_module(module: Module, registers: int | str | None = None,
         for key, lines, report in marks:
             mark_prepass(res.function, key, lines)
             res.extra[key] = report
+            res.notes.append(pre_pass_note(key, report))
         res.extra["spills"] = explain_spills(fn, res, sm, files)
         res.extra["occupancy"] = occupancy(sm, res.registers, block_size(fn.directives)).as_dict()
         res.text = emit_function(res.function, res.names.__getitem__)

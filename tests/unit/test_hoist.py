@@ -131,3 +131,10 @@ def test_a_tampered_allocation_is_refuted(tmp_path, capsys):
         res.ptx.replace(" hoist=1", "").replace("\t//@hoist 8< 10 11\n", ""), "x.ptx")
     with pytest.raises(VerificationError):
         verify_modules(original, allocated)
+
+
+def test_verbose_says_what_was_hoisted(tmp_path, capsys):
+    assert main(["allocate", str(LOOP), "--knob", "hoist=1", "-v",
+                 "-o", str(tmp_path / "o.ptx")]) == 0
+    got = capsys.readouterr()
+    assert "hoisted 2 loop-invariant instructions out of 1 loops" in got.out + got.err

@@ -187,3 +187,11 @@ def test_the_declaration_goes_and_a_kept_one_is_refuted(tmp_path, capsys):
     out.write_text(bad)
     assert main(["verify", str(HAND), str(out)]) == 1
     assert "directives differ" in capsys.readouterr().err
+
+
+def test_verbose_says_what_was_promoted(tmp_path, capsys):
+    assert main(["allocate", str(HAND), "--knob", "promote=1", "-v",
+                 "-o", str(tmp_path / "o.ptx")]) == 0
+    got = capsys.readouterr()
+    assert "promoted 1 .local arrays (16 bytes, 7 loads and stores) to 4 registers" in \
+        got.out + got.err
