@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ptxalloc.alloc.output import hoist_lines
 from ptxalloc.ir.instruction import COMMENT, Instruction, Label, Raw
-from ptxalloc.ir.operands import Imm, Mem, Reg, Sym
+from ptxalloc.ir.operands import Reg
 from ptxalloc.passes.hoist import hoist_function
 from ptxalloc.ptx import parse
 from ptxalloc.verify.hoist import hoisted_original

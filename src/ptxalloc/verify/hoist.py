@@ -119,7 +119,7 @@ def _check_line(fn: Function, originals: list[Instruction], anchor_k: int, side:
     if [q for q in cfg.blocks[loop.header].preds if q not in loop.blocks] != [p]:
         raise fail(f"the block of line {anchor.line} is not the loop's only way in")
     if anchor.base == "brx" or (side == "<") != (anchor.base == "bra"):
-        raise fail(f"instructions must go before the block's branch and after anything else")
+        raise fail("instructions must go before the block's branch and after anything else")
     if len(set(moved_k)) != len(moved_k) or anchor_k in moved_k:
         raise fail("an instruction is listed twice")
     moved = [originals[k] for k in moved_k]
