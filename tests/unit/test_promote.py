@@ -17,7 +17,7 @@ from ptxalloc.analysis.liveness import Liveness
 from ptxalloc.cli import main
 from ptxalloc.errors import VerificationError
 from ptxalloc.ir.cfg import CFG
-from ptxalloc.ir.instruction import COMMENT, Raw
+from ptxalloc.ir.instruction import COMMENT, DIRECTIVE, Raw
 from ptxalloc.passes.promote import immediate, local_arrays, promote_function
 from ptxalloc.pipeline import allocate
 from ptxalloc.ptx import parse, parse_file
@@ -114,6 +114,11 @@ def test_off_by_default():
 
 def _check(*names: str):
     original = parse_file(str(HAND)).functions[0]
+    original = original.copy()
+    # a name declared in two scopes: its accesses could not be told apart
+    original.body = [Raw(DIRECTIVE, ".local .align 4 .b8 twice[4];"),
+                     Raw(DIRECTIVE, ".local .align 4 .b8 twice[8];")] + original.body
+    assert "twice" not in local_arrays(original)
     fake = original.copy()
     fake.body = [Raw(COMMENT, f"//@promote {n}") for n in names] + fake.body
     return promoted_original(original, fake)
@@ -123,6 +128,7 @@ def _check(*names: str):
     (("escapes",), "escapes"),                        # its generic address is stored
     (("mixed",), "mismatched widths"),                # 64 bits at 0, 32 bits at 4
     (("nothere",), "not a .local array"),
+    (("twice",), "declared once"),                    # one per scope
     (("kept", "kept"), "promoted twice"),
 ])
 def test_the_validator_refuses_wrong_promotions(names, why):

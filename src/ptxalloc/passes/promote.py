@@ -86,15 +86,19 @@ class Promoted:
 
 
 def local_arrays(fn: Function) -> dict[str, int]:
-    """The arrays declared ``.local`` in the function body: {name: size in bytes}."""
-    out = {}
+    """The arrays declared ``.local`` in the function body, each once (a name declared again in
+    another scope is left out: its accesses could not be told apart): {name: size in bytes}."""
+    out: dict[str, int] = {}
+    twice = set()
     for s in fn.body:
         if type(s) is Raw and s.kind == DIRECTIVE and s.text.lstrip().startswith(".local"):
             m = _DECL.match(s.text.strip())
             if m:
                 elem = int(m.group(3)) // 8
+                if m.group(4) in out:
+                    twice.add(m.group(4))
                 out[m.group(4)] = elem * int(m.group(5)) if m.group(5) else elem
-    return out
+    return {name: size for name, size in out.items() if name not in twice}
 
 
 def immediate(text: str) -> int | None:

@@ -75,12 +75,13 @@ def _number(text: str) -> int | None:
 def _declaration(fn: Function, name: str) -> tuple[Raw, int] | None:
     pattern = re.compile(r"\.local\s+(?:\.align\s+\d+\s+)?\.[a-z]+(\d+)\s+" + re.escape(name)
                          + r"\s*(?:\[\s*(\d+)\s*\])?\s*;?$")
-    for s in fn.body:
-        if type(s) is Raw and s.kind == DIRECTIVE:
-            m = pattern.match(s.text.strip())
-            if m:
-                return s, int(m.group(1)) // 8 * (int(m.group(2)) if m.group(2) else 1)
-    return None
+    found = [(s, pattern.match(s.text.strip())) for s in fn.body
+             if type(s) is Raw and s.kind == DIRECTIVE]
+    found = [(s, m) for s, m in found if m]
+    if len(found) != 1:             # none, or one per scope: accesses cannot be told apart
+        return None
+    s, m = found[0]
+    return s, int(m.group(1)) // 8 * (int(m.group(2)) if m.group(2) else 1)
 
 
 def _promote_array(fn: Function, name: str, module_text: str = "") -> Function:
@@ -91,7 +92,7 @@ def _promote_array(fn: Function, name: str, module_text: str = "") -> Function:
 
     declared = _declaration(fn, name)
     if declared is None:
-        raise refuse("it is not a .local array declared in the function")
+        raise refuse("it is not a .local array declared once in the function")
     declaration, size = declared
     if size > LIMIT:
         raise refuse(f"{size} bytes exceed the 64 KB cap")
