@@ -4,6 +4,7 @@ ConvertMemoryToRegisterOrUniform (:mod:`ptxalloc.passes.promote`, knob ``promote
 
     PYTHONPATH=src python3 bench/prepass_effect.py --pass hoist|promote [--budgets 32,255]
         [--allocator briggs] [--sources corpus,triton] [--every N] [--files F.ptx ...]
+        [--value 2]
 
 Per source: functions the pass changed, what it did (instructions hoisted and loops, or arrays,
 local bytes, slots and registers added), the sum of MaxLive (general registers, as written and
@@ -45,16 +46,17 @@ def sources(which: list[str], every: int, files: list[str]) -> dict[str, list[Pa
     return out
 
 
-def run_pass(name: str, fn, module):
+def run_pass(name: str, fn, module, value: int = 1):
     if name == "hoist":
         from ptxalloc.passes.hoist import hoist_function
-        return hoist_function(fn)
+        return hoist_function(fn, innermost_only=value == 2)
     from ptxalloc.ir.instruction import Raw
     from ptxalloc.passes.promote import promote_function
     return promote_function(fn, "\n".join(it.text for it in module.items if type(it) is Raw))
 
 
-def measure(paths: list[Path], name: str, budgets: list[int], allocator: str) -> dict:
+def measure(paths: list[Path], name: str, budgets: list[int], allocator: str,
+            value: int = 1) -> dict:
     t = {"functions": 0, "changed": 0, "what": {}, "maxlive": [0, 0], "raised": 0,
          "lowered": 0, "pass_s": 0.0, "alloc": {}}
     for path in paths:
@@ -67,7 +69,7 @@ def measure(paths: list[Path], name: str, budgets: list[int], allocator: str) ->
             t["functions"] += 1
             t0 = time.perf_counter()
             try:
-                res = run_pass(name, fn, module)
+                res = run_pass(name, fn, module, value)
             except Exception:           # noqa: BLE001 - e.g. a CFG the IR refuses
                 continue
             t["pass_s"] += time.perf_counter() - t0
@@ -89,7 +91,7 @@ def measure(paths: list[Path], name: str, budgets: list[int], allocator: str) ->
                     for on in (0, 1):
                         r = allocate_module(module, k, allocator, function=fn.name,
                                             options=Options(allocator=allocator,
-                                                            knobs={name: on}))
+                                                            knobs={name: on * value}))
                         f = r.functions[0]
                         assert f.verified
                         got.append((f.registers, f.spill_stores_bytes + f.spill_loads_bytes))
@@ -111,13 +113,15 @@ def main() -> None:
     ap.add_argument("--sources", default="corpus,triton")
     ap.add_argument("--every", type=int, default=1)
     ap.add_argument("--files", nargs="*", default=[])
+    ap.add_argument("--value", type=int, default=1, help="the knob's value when on (hoist=2: "
+                    "innermost loops only)")
     args = ap.parse_args()
     budgets = [int(b) for b in args.budgets.split(",") if b]
     for src, paths in sources(args.sources.split(","), args.every, args.files).items():
         t0 = time.process_time()
-        t = measure(paths, args.name, budgets, args.allocator)
-        print(f"## {args.name} on {src}: {len(paths)} files, {t['functions']} functions "
-              f"({time.process_time() - t0:.0f} s CPU)")
+        t = measure(paths, args.name, budgets, args.allocator, args.value)
+        print(f"## {args.name}={args.value} on {src}: {len(paths)} files, "
+              f"{t['functions']} functions ({time.process_time() - t0:.0f} s CPU)")
         what = ", ".join(f"{k} {v}" for k, v in t["what"].items())
         print(f"changed {t['changed']} functions ({what}) in {t['pass_s']:.2f} s; sum of "
               f"MaxLive over them {t['maxlive'][0]} -> {t['maxlive'][1]} (raised in "

@@ -86,7 +86,7 @@ def pre_passes(original: Function, options: Options,
     marks = []
     if knobs["hoist"]:
         from .passes.hoist import hoist_function
-        hoisted = hoist_function(fn)
+        hoisted = hoist_function(fn, innermost_only=knobs["hoist"] == 2)
         if hoisted:
             fn = hoisted.function
             marks.append(("hoist", hoist_lines(hoisted.groups), hoisted.report()))

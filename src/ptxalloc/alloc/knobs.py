@@ -18,7 +18,7 @@ RematParamLoads                               -         1  rematerialize kernel 
 SpillReloadFromRegister                       -         1  a reload of a value still in a register: mov
 SpillDeadStores                               -         1  remove stores no reload reads
 schedule                                      -         0  ptxalloc's own: 1 = schedule first
-hoist                                         -         0  ptxalloc's own: 1 = hoist invariants
+hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
 ========================================  =====  ========  =====================================
 
@@ -103,8 +103,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "(passes/schedule.py), 0 = off", maximum=1, scope="all"),
     Knob("hoist", None, 0, True, 0,
          "ptxalloc's own: 1 = loop-invariant instructions hoisted to loop preheaders before "
-         "allocation (ptxas's HoistInvariants, passes/hoist.py), 0 = off", maximum=1,
-         scope="all"),
+         "allocation (ptxas's HoistInvariants, passes/hoist.py), 2 = out of innermost loops "
+         "only, 0 = off", maximum=2, scope="all"),
     Knob("promote", None, 0, True, 0,
          "ptxalloc's own: 1 = function-local .local arrays accessed at constant offsets "
          "promoted to registers before allocation (ptxas's ConvertMemoryToRegisterOrUniform, "

@@ -30,7 +30,8 @@ when it ends in one; a preheader whose branch reads a hoisted register, or with 
 instruction to anchor to, is skipped). The result records, per loop, the anchor instruction and
 the moved ones (original indices), which the output writes as ``//@hoist`` lines
 (docs/allocated-ptx.md); :mod:`ptxalloc.verify.hoist` re-checks every condition above
-independently. Switch: the knob ``hoist`` (``--knob hoist=1``).
+independently. Switch: the knob ``hoist`` (``--knob hoist=1``; ``hoist=2`` treats innermost
+loops only, like ptxas's "inner loops" policy of its knob 381).
 
 Hoisting lengthens live ranges across the whole loop, so it can raise MaxLive; docs/decisions.md
 ("Loop-invariant hoisting") gives the measured effect and why the knob is off by default.
@@ -107,9 +108,10 @@ def definition_counts(fn: Function) -> list[int]:
     return count
 
 
-def hoist_function(fn: Function) -> Hoisted | None:
-    """The function with the invariants of every loop that has a preheader hoisted to it, or
-    None when nothing moves."""
+def hoist_function(fn: Function, innermost_only: bool = False) -> Hoisted | None:
+    """The function with the invariants of every loop that has a preheader hoisted to it (of
+    the innermost loops alone with ``innermost_only``: ptxas's "inner loops" policy, knob
+    ``hoist=2``), or None when nothing moves."""
     with gc_paused():
         index = {id(ins): k for k, ins in enumerate(fn.instructions())}
         ndefs = definition_counts(fn)
@@ -119,8 +121,10 @@ def hoist_function(fn: Function) -> Hoisted | None:
             return None
         # a loop is known by its header's label: moving instructions can empty an unlabelled
         # block, which renumbers the blocks after it
+        parents = {lp.parent for lp in cfg.loops}
         headers = [cfg.blocks[lp.header].labels[0]
-                   for lp in sorted(cfg.loops, key=lambda lp: -lp.depth)]
+                   for lp in sorted(cfg.loops, key=lambda lp: -lp.depth)
+                   if not (innermost_only and lp.id in parents)]
         result = Hoisted(cur)
         stale = False
         for label in headers:
