@@ -177,6 +177,28 @@ def mark_scheduled(fn: Function, order: list[int]) -> None:
     """Mark the allocated function ``fn`` (its first statement the header) as allocated from
     the original reordered by ``order``: ``schedule=1`` in the header, the order in
     ``//@schedule`` lines right after it."""
+    mark_prepass(fn, "schedule", schedule_lines(order))
+
+
+def hoist_lines(groups: list[tuple[int, str, list[int]]]) -> list[str]:
+    """The ``//@hoist`` comment lines recording loop-invariant hoisting (docs/allocated-ptx.md,
+    "Hoisted and promoted functions"): per loop, the anchor instruction's index, ``<`` (before
+    it) or ``>`` (after it), and the indices of the instructions moved there, in order."""
+    return [f"//@hoist {anchor}{side} " + " ".join(map(str, moved))
+            for anchor, side, moved in groups]
+
+
+def promote_lines(arrays: list[str]) -> list[str]:
+    """The ``//@promote`` comment lines naming the ``.local`` arrays promoted to registers
+    (docs/allocated-ptx.md, "Hoisted and promoted functions")."""
+    return [f"//@promote {name}" for name in arrays]
+
+
+def mark_prepass(fn: Function, key: str, lines: list[str]) -> None:
+    """Mark the allocated function ``fn`` (its first statement the header) as allocated from
+    the original transformed by the pre-pass ``key``: ``key=1`` in the header, the pass's
+    record in ``lines`` right after it (a later call's lines come first; the checker reads
+    each pass's lines by their prefix)."""
     header = fn.body[0]
-    fn.body[0] = Raw(COMMENT, header.text + " schedule=1", header.line)
-    fn.body[1:1] = [Raw(COMMENT, line) for line in schedule_lines(order)]
+    fn.body[0] = Raw(COMMENT, header.text + f" {key}=1", header.line)
+    fn.body[1:1] = [Raw(COMMENT, line) for line in lines]

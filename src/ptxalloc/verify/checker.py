@@ -25,7 +25,9 @@ tuples, which registers an asynchronous instruction keeps using), and nothing of
 
 A scheduled allocation (``schedule=1`` in the header) is proven against the original with its
 instructions in the order its ``//@schedule`` lines record, once :mod:`.schedule` has validated
-that order as a dependence-respecting permutation of the original (docs/checker.md).
+that order as a dependence-respecting permutation of the original (docs/checker.md). Hoisting
+(``hoist=1``, :mod:`.hoist`) and memory-to-register promotion (``promote=1``, :mod:`.promote`)
+are replayed and validated the same way, before the schedule, in the pipeline's order.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from .liveness import liveness
 from .locations import Locations
 from .matching import Matcher
 from .messages import Messages
+from .hoist import hoisted_original
+from .promote import promoted_original
 from .schedule import scheduled_original
 from .uniform import check_uniform
 
@@ -116,6 +120,11 @@ def check_function(original: Function, allocated: Function,
         header = read_header(allocated)
         if header is None:
             raise CheckerInputError(f"function '{allocated.name}' carries no //@ptxalloc header")
+    # the pre-passes' records replayed on the original, each validated, in pipeline order
+    if header.get("hoist") == "1":
+        original = hoisted_original(original, allocated)
+    if header.get("promote") == "1":
+        original = promoted_original(original, allocated, module_decls)
     if header.get("schedule") == "1":
         # proven against the original in the recorded order, once that order is validated
         original = scheduled_original(original, allocated)

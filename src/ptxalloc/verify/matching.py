@@ -37,6 +37,8 @@ from .header import (ANNOTATION, EARLIER_HEADER, HEADER, REMOVED, SERIALIZE,
 from .locations import CLASS_BITS, CLASS_FAMILY, CLASS_UNIFORM_FAMILY, Locations
 from .messages import Messages, first_diff
 from .placements import Placements
+from .hoist import HOIST
+from .promote import PROMOTE
 from .schedule import SCHEDULE
 
 
@@ -70,7 +72,10 @@ class Matcher:
         self.spill = header.spill
         self.frame = header.frame
         self.abi = header.abi
-        self.scheduled = header.scheduled
+        # the record lines of the pre-passes the header names (checker.py replays them)
+        self.pass_lines = tuple(prefix + " " for prefix, on in (
+            (SCHEDULE, header.scheduled), (HOIST, header.hoisted), (PROMOTE, header.promoted))
+            if on)
         self.locs = locs
         self.msgs = msgs
         self.fail_at = msgs.fail_at
@@ -196,7 +201,7 @@ class Matcher:
                     else:
                         adirs.append(text)
                 elif s.kind == COMMENT and s.text.startswith("//@") and not s.text.startswith(
-                        HEADER) and not (self.scheduled and s.text.startswith(SCHEDULE)):
+                        HEADER) and not s.text.startswith(self.pass_lines):
                     raise VerificationError(f"{self.where_fn()}, line {s.line}: unknown "
                                             f"annotation '{s.text}'")
                 elif (s.kind == COMMENT and s.text.startswith(EARLIER_HEADER)
