@@ -18,12 +18,11 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from .alloc.driver import FunctionResult, Options, allocate_function
-from .alloc.output import mark_scheduled, neutral
+from .alloc.output import hoist_lines, mark_prepass, neutral, promote_lines, schedule_lines
 from .analysis.sources import source_files
 from .errors import AllocationError, InternalError, UsageError
 from .ir.instruction import Raw
-from .ir.module import Module
-from .passes.schedule import schedule_function
+from .ir.module import Function, Module
 from .ptx import emit_function, emit_module
 from .ptx.parser import parse
 from .report.spill_report import explain_spills
@@ -73,11 +72,48 @@ def auto_budget(fn, sm: SMProfile, knobs: dict[str, float] | None = None,
                          resolve(knobs), limit, occupancy_target=occupancy_target)
 
 
-def wants_schedule(options: Options) -> bool:
-    """Whether pressure-aware scheduling runs first: the knob
-    ``schedule=1`` (:mod:`ptxalloc.passes.schedule`)."""
+def pre_passes(original: Function, options: Options,
+               module_decls: list[str] = ()) -> tuple[Function, list[tuple]]:
+    """The function the allocator is given: ``original`` through the pre-passes the knobs
+    switch on, in seed 004's order — ``hoist`` (:mod:`ptxalloc.passes.hoist`), ``promote``
+    (:mod:`ptxalloc.passes.promote`), then ``schedule`` (:mod:`ptxalloc.passes.schedule`) —
+    and, per pass that changed something, (knob, its record's ``//@`` lines, its report),
+    which :func:`~ptxalloc.alloc.output.mark_prepass` writes into the output for the checker
+    to replay."""
     from .alloc.knobs import resolve
-    return bool(resolve(options.knobs)["schedule"])
+    knobs = resolve(options.knobs)
+    fn = original
+    marks = []
+    if knobs["hoist"]:
+        from .passes.hoist import hoist_function
+        hoisted = hoist_function(fn, innermost_only=knobs["hoist"] == 2)
+        if hoisted:
+            fn = hoisted.function
+            marks.append(("hoist", hoist_lines(hoisted.groups), hoisted.report()))
+    if knobs["promote"]:
+        from .passes.promote import promote_function
+        promoted = promote_function(fn, "\n".join(module_decls))
+        if promoted:
+            fn = promoted.function
+            marks.append(("promote", promote_lines(promoted.arrays), promoted.report()))
+    if knobs["schedule"]:
+        from .passes.schedule import schedule_function
+        scheduled = schedule_function(fn)
+        if scheduled:
+            fn = scheduled.function
+            marks.append(("schedule", schedule_lines(scheduled.order), scheduled.report()))
+    return fn, marks
+
+
+def pre_pass_note(key: str, report: dict) -> str:
+    """The ``-v`` line saying what a pre-pass did (its report: docs/report-schema.md)."""
+    if key == "hoist":
+        return (f"hoisted {report['hoisted']} loop-invariant instructions out of "
+                f"{report['loops']} loops")
+    if key == "promote":
+        return (f"promoted {report['arrays']} .local arrays ({report['local_bytes']} bytes, "
+                f"{report['accesses']} loads and stores) to {report['slots']} registers")
+    return f"scheduled: {report['moved']} instructions moved in {report['segments']} segments"
 
 
 def check_registers(registers) -> None:
@@ -123,10 +159,8 @@ def allocate_module(module: Module, registers: int | str | None = None,
     texts = {}
     decls = [it.text for it in module.items if type(it) is Raw]
     files = source_files(module)
-    schedule = wants_schedule(options)
     for original in fns:
-        scheduled = schedule_function(original) if schedule else None
-        fn = scheduled.function if scheduled else original
+        fn, marks = pre_passes(original, options, decls)
         limit = budgets[fn.name]
         if registers == "auto":
             budget = auto_budget(fn, sm, options.knobs, limit, options.occupancy_target)
@@ -137,9 +171,10 @@ def allocate_module(module: Module, registers: int | str | None = None,
         else:
             res = allocate_function(fn, sm, limit.registers, options, decls)
             res.extra["budget_from"] = limit.source
-        if scheduled:
-            mark_scheduled(res.function, scheduled.order)
-            res.extra["schedule"] = scheduled.report()
+        for key, lines, report in marks:
+            mark_prepass(res.function, key, lines)
+            res.extra[key] = report
+            res.notes.append(pre_pass_note(key, report))
         res.extra["spills"] = explain_spills(fn, res, sm, files)
         res.extra["occupancy"] = _occupancy(sm, res, fn)
         res.text = emit_function(res.function, res.names.__getitem__)
@@ -217,18 +252,19 @@ def allocate(ptx_text: str, registers: int | str | None = None, allocator: str =
              arch: str | None = None, function: str | None = None, verify: bool = True,
              filename: str = "<input>", knobs: dict[str, float] | None = None,
              maxrregcount: int | None = None,
-             override_directive_values: bool = False, spill_to: str = "local",
-             block_size: int | None = None) -> ModuleResult:
+             override_directive_values: bool = False, uniform: bool = False,
+             spill_to: str = "local", block_size: int | None = None) -> ModuleResult:
     """Allocate PTX text; returns the allocated PTX (``.ptx``) and the per-function report
     (``.report()``). ``registers``: None for ptxas's rule (with ``maxrregcount`` and
     ``override_directive_values`` as ptxas's ``-maxrregcount`` and
     ``--override-directive-values``), a budget, ``"seed"`` (15) or ``"auto"``; ``knobs`` are
-    fat-point knobs by their ptxas names (:mod:`ptxalloc.alloc.knobs`); ``spill_to``
-    ``"shared"`` spills to a ``.shared`` area (:mod:`ptxalloc.spill.shared`; ``block_size``: the
-    threads per block of a kernel without launch bounds)."""
+    fat-point knobs by their ptxas names (:mod:`ptxalloc.alloc.knobs`); ``uniform`` places
+    uniform values in UR/UP (:mod:`ptxalloc.alloc.uniform`); ``spill_to`` ``"shared"`` spills
+    to a ``.shared`` area (:mod:`ptxalloc.spill.shared`; ``block_size``: the threads per block of
+    a kernel without launch bounds)."""
     if spill_to not in ("local", "shared"):
         raise UsageError(f"spill_to must be 'local' or 'shared', not '{spill_to}'")
-    options = Options(allocator=allocator, knobs=dict(knobs or {}), spill_to=spill_to,
-                      block_size=block_size)
+    options = Options(allocator=allocator, knobs=dict(knobs or {}), uniform=uniform,
+                      spill_to=spill_to, block_size=block_size)
     return allocate_module(parse(ptx_text, filename), registers, allocator, arch, function,
                            verify, options, maxrregcount, override_directive_values)

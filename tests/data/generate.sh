@@ -34,3 +34,7 @@ nvcc -ptx -arch=sm_90 -O3 ../../examples/saxpy_poly.cu -o ../../examples/saxpy_p
 # diff: two builds of one module, the second with more accumulators live (more pressure)
 nvcc -ptx -arch=sm_90 -O3 -DACC=16 diff/acc.cu -o diff/acc16_sm90.ptx
 nvcc -ptx -arch=sm_90 -O3 -DACC=24 diff/acc.cu -o diff/acc24_sm90.ptx
+
+# locals: small local arrays for the memory-to-register pre-pass; -G keeps them in memory
+nvcc -ptx -arch=sm_80 -G locals.cu -o locals_G_sm80.ptx
+nvcc -ptx -arch=sm_80 -O3 locals.cu -o locals_sm80.ptx

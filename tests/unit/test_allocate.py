@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import os
 import subprocess
 import sys
 
@@ -159,8 +160,9 @@ def test_four_register_tuple_at_k3_is_refused():
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     """The command in a process of its own (exit status, streams as a user sees them)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))     # this checkout, installed or not
     return subprocess.run([sys.executable, "-m", "ptxalloc.cli", *args], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, env=env)
 
 
 def run_main(capsys, *args: str) -> subprocess.CompletedProcess:

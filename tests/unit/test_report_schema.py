@@ -34,6 +34,8 @@ def reports(capsys, path) -> dict[str, dict]:
         "allocate-fatpoint": run_json(capsys, ["allocate", p, "-o", "/dev/null", "--json", "-",
                                                "--allocator", "fatpoint", "--registers",
                                                "auto"]),
+        "allocate-uniform": run_json(capsys, ["allocate", p, "-o", "/dev/null", "--json", "-",
+                                              "--uniform"]),
         "diff": run_json(capsys, ["diff", p, p, "--json", "--registers", "32"]),
     }
 

@@ -4,8 +4,10 @@
 :func:`allocate_function` runs these steps, each a function below:
 
 1. :func:`_prepare` — the IR pre-passes (:mod:`ptxalloc.passes`: tuple legalization, the
-   calling convention's binding, ``wgmma`` serialization, the asynchrony binding) and the
-   feasibility check (:func:`ptxalloc.analysis.need.check_feasible`);
+   calling convention's binding, ``wgmma`` serialization, the asynchrony binding), the
+   feasibility check (:func:`ptxalloc.analysis.need.check_feasible`) and, with
+   ``Options.uniform``, the uniform classes UR/UP allocated on their own (:mod:`uniform`; the
+   values placed there are pinned: the rounds below allocate R and P);
 2. rounds of :func:`_round` until nothing is left to spill: :func:`_analyse` (the analyses,
    the convention's cost factors, the :class:`~api.Problem`), coalescing when the allocator
    asks for it (:mod:`coalesce`), coloring by the allocator's session, :func:`_spill` (the
@@ -67,6 +69,7 @@ from .compact import compact, high_water
 from .convention import ConventionInfo
 from .relief import relieve, spillable, stuck_message
 from .session import Session
+from .uniform import UniformPlacement, place_uniform
 
 MAX_ROUNDS = 40
 SPILL_ARRAY = "__ptxalloc_spill"
@@ -94,6 +97,7 @@ class Options:
     occupancy_target: float | None = None   # --registers auto: percent (target.budget)
     spill_to: str = "local"                 # or "shared" (ptxalloc.spill.shared)
     block_size: int | None = None           # shared: threads per block without launch bounds
+    uniform: bool = False               # uniform values to UR/UP (sm_75+; :mod:`uniform`)
 
 
 @dataclass
@@ -108,6 +112,9 @@ class FunctionResult:
     max_live: int = 0               # the function as written: what ``analyze`` reports
     max_live_legalized: int = 0     # what the allocator starts from (see _max_live_as_written)
     max_live_predicates: int = 0    # predicates live at once in the function as written
+    uniform_registers: int = 0      # UR registers used (with Options.uniform)
+    uniform_predicates: int = 0     # UP registers used
+    uniform_mask: int = 0           # bitset of the registers placed in UR/UP (not reported)
     spill_stores_bytes: int = 0
     spill_loads_bytes: int = 0
     stack_frame_bytes: int = 0
@@ -127,7 +134,8 @@ class FunctionResult:
     def report(self) -> dict:
         """The function's row of the JSON report (``extra`` fields last)."""
         row = {k: getattr(self, k) for k in (
-            "name", "allocator", "budget", "registers", "predicates")}
+            "name", "allocator", "budget", "registers", "predicates", "uniform_registers",
+            "uniform_predicates")}
         # MaxLive has one shape in every report (``analyze`` has the same key)
         row["max_live"] = {"registers": self.max_live, "predicates": self.max_live_predicates}
         row.update({k: getattr(self, k) for k in (
@@ -168,6 +176,7 @@ class Allocation:
     in_flight: set[int]                 # registers of asynchronous instructions
     relief_precolored: dict[int, int] = field(default_factory=dict)   # see :func:`_spill`
     shared_block: tuple[int, str] | None = None    # --spill-to shared: threads, their source
+    uniform: UniformPlacement | None = None   # values in UR/UP (also in ``pinned``)
     analysis: FunctionAnalysis | None = None
     problem: Problem | None = None
     coloring: Coloring | None = None
@@ -250,8 +259,26 @@ def _prepare(fn: Function, sm: SMProfile, budget: int, options: Options, allocat
     else:
         state = SpillState(output.spill_array_name(fn, SPILL_ARRAY), origin_of)
     state.no_spill |= in_flight
+    uniform = _place_uniform(work, sm, options, info, pinned | in_flight, result)
+    if uniform is not None:
+        pinned = pinned | set(uniform.start)
     return Allocation(fn, sm, budget, options, session, result, work, conv, info, regfile,
-                      pinned, state, name, in_flight, shared_block=shared_block)
+                      pinned, state, name, in_flight, shared_block=shared_block,
+                      uniform=uniform)
+
+
+def _place_uniform(work: Function, sm: SMProfile, options: Options, info: ConventionInfo,
+                   exclude: set[int], result: FunctionResult) -> UniformPlacement | None:
+    """With ``options.uniform`` on sm_75 and later, the uniform values placed in UR/UP
+    (:mod:`uniform`), or None. Not under the calling convention: seed 003 says nothing of
+    uniform registers across calls, so a ``.func`` and a kernel with calls keep R/P only."""
+    if not options.uniform or sm.sm < 75 or info.active:
+        return None
+    placed = place_uniform(work, exclude)
+    result.extra["uniform_values"] = {
+        "found": placed.found, "placed": len(placed.start), "of": len(work.regs),
+        "max_live_registers": pressure_of(work, exclude=placed.mask()).max_live}
+    return placed
 
 
 def _max_live_as_written(fn: Function) -> tuple[int, int]:
@@ -309,14 +336,17 @@ def _analyse(a: Allocation) -> dict:
     remat = {v: d for v, d in remat_candidates(work, work.instructions(), param_loads).items()
              if v not in pinned and v not in info.precolored}
     a.analysis = analysis = analyze_function(work, a.sm, {v: COMPUTE_COST for v in remat},
-                                             a.state.no_spill | pinned)
+                                             a.state.no_spill | pinned,
+                                             a.uniform.mask() if a.uniform else 0)
     if a.result.rounds == 1:
-        a.result.max_live_legalized = analysis.pressure.max_live
+        # with uniform registers the analysis counts R and P only; the figures count everything
+        a.result.max_live_legalized = (pressure_of(work).max_live if a.uniform
+                                       else analysis.pressure.max_live)
         if a.options.stats:
             a.result.extra["graph"] = analysis.graph.statistics().as_dict()
         a.result.max_live, a.result.max_live_predicates = (
             _max_live_as_written(a.original)
-            if len(work.regs) != len(a.original.regs) or a.in_flight
+            if len(work.regs) != len(a.original.regs) or a.in_flight or a.uniform
             else (analysis.pressure.max_live, analysis.pressure.max_preds))
     if info.active:
         convention.cost_factors(analysis, a.conv, info)
@@ -395,6 +425,9 @@ def _finish(a: Allocation) -> None:
     names = list(a.work.regs.names)
     for v, s in start.items():
         names[v] = output.physical_name(a.work.regs, v, s, stem)
+    if a.uniform is not None:
+        for v, s in a.uniform.start.items():
+            names[v] = output.uniform_name(a.work.regs, v, s, stem)
     cfg, removed_copies = _drop_copies_in_place(a, cfg, names)
     _write(a, cfg, start, names, stem, removed_copies, frame)
 
@@ -482,10 +515,11 @@ def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], ste
     regs = work.regs
     used_names = set()
     stores = loads = 0
+    placed = a.uniform.start if a.uniform is not None else {}
     for ins in cfg.instrs:
         if id(ins) not in removed_copies:
             for v in ins.defs + ins.uses:
-                if v not in a.pinned and v in start:
+                if (v not in a.pinned and v in start) or v in placed:
                     used_names.add(names[v])
         output.annotate(ins, a.original.regs)
         o = ins.origin
@@ -513,6 +547,10 @@ def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], ste
     result.names = names
     result.registers = high_water(problem, coloring.start)
     result.predicates = max(preds, default=-1) + 1
+    if a.uniform is not None:
+        result.uniform_mask = a.uniform.mask()
+        result.uniform_registers = a.uniform.registers(work)
+        result.uniform_predicates = a.uniform.predicates(work)
     result.spill_stores_bytes = stores
     result.spill_loads_bytes = loads
     result.stack_frame_bytes = 0 if state.shared else frame

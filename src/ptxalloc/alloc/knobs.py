@@ -18,12 +18,16 @@ RematParamLoads                               -         1  rematerialize kernel 
 SpillReloadFromRegister                       -         1  a reload of a value still in a register: mov
 SpillDeadStores                               -         1  remove stores no reload reads
 schedule                                      -         0  ptxalloc's own: 1 = schedule first
+hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
+promote                                       -         0  ptxalloc's own: 1 = .local to registers
 ========================================  =====  ========  =====================================
 
 ``RematParamLoads`` and the other switches of the passes around the allocator (issue 13) are
 ptxalloc's own, for every allocator: 1 on, 0 off. ``schedule`` is not a fat-point knob either:
 it switches ptxalloc's pressure-aware scheduling before allocation
-(:mod:`ptxalloc.passes.schedule`) for every allocator.
+(:mod:`ptxalloc.passes.schedule`) for every allocator. ``hoist`` and ``promote`` switch the
+two pre-passes of seed 004's pipeline, HoistInvariants (:mod:`ptxalloc.passes.hoist`) and
+ConvertMemoryToRegisterOrUniform (:mod:`ptxalloc.passes.promote`), likewise for every allocator.
 
 Two decisions (docs/decisions.md, "Fat-point allocator"):
 
@@ -101,6 +105,14 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("schedule", None, 0, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 0 = off", maximum=1, scope="all"),
+    Knob("hoist", None, 0, True, 0,
+         "ptxalloc's own: 1 = loop-invariant instructions hoisted to loop preheaders before "
+         "allocation (ptxas's HoistInvariants, passes/hoist.py), 2 = out of innermost loops "
+         "only, 0 = off", maximum=2, scope="all"),
+    Knob("promote", None, 0, True, 0,
+         "ptxalloc's own: 1 = function-local .local arrays accessed at constant offsets "
+         "promoted to registers before allocation (ptxas's ConvertMemoryToRegisterOrUniform, "
+         "passes/promote.py), 0 = off", maximum=1, scope="all"),
 )}
 
 

@@ -3,7 +3,8 @@
 Every virtual register is replaced by the physical register of its placement — ``%R<n>``
 (``.b32``), ``%RD<n>`` (``.b64``, named by the first register of the pair), ``%RQ<n>``
 (``.b128``), ``%H<u>`` (``.b16``, the half unit u), ``%P<n>`` (``.pred``), ``%V<a>x<b>_<u>`` for
-vector-typed registers — under a *stem* inserted after ``%`` that makes the names unable to
+vector-typed registers, and for values in the uniform files ``%UR<n>`` (``.b32``), ``%URD<n>``
+(``.b64``, the pair URn:URn+1) and ``%UP<n>`` (``.pred``) — under a *stem* inserted after ``%`` that makes the names unable to
 clash with anything the input names. The input's ``.reg`` declarations give way to declarations
 of the physical registers used; every other directive, label, ``.loc`` line and comment stays in
 place; the one ``.local`` spill array is declared when something was spilled. Copies whose two
@@ -38,7 +39,7 @@ def choose_stem(fn: Function) -> str:
             names.update(re.findall(r"%[\w$]+", s.text))
     stem = ""
     while True:
-        pat = re.compile(r"%" + re.escape(stem) + r"(?:R|RD|RQ|H|P|V)\d")
+        pat = re.compile(r"%" + re.escape(stem) + r"U?(?:R|RD|RQ|H|P|V)\d")
         if not any(pat.match(n) for n in names):
             return stem
         stem += "x"
@@ -76,12 +77,20 @@ def physical_name(regs: RegTable, v: int, start: int, stem: str) -> str:
     return f"%{stem}RQ{start // 2}"
 
 
+def uniform_name(regs: RegTable, v: int, start: int, stem: str) -> str:
+    """The name of register ``v`` placed at ``start`` in a uniform file (:mod:`uniform`):
+    ``%UP<n>``, ``%UR<n>`` or ``%URD<n>`` under ``stem``."""
+    c = regs.classes[v]
+    fam = {RegClass.PRED: "UP", RegClass.GPR32: "UR", RegClass.GPR64: "URD"}[c]
+    return f"%{stem}{fam}{start}"
+
+
 def declarations(names: set[str], stem: str) -> list[str]:
     """The ``.reg`` declarations of the physical registers ``names``: one ranged declaration
     per family up to its highest register, one per vector register."""
     top: dict[str, int] = {}
     vectors: list[str] = []
-    pat = re.compile(r"%" + re.escape(stem) + r"(RD|RQ|R|H|P)(\d+)$")
+    pat = re.compile(r"%" + re.escape(stem) + r"(URD|UR|UP|RD|RQ|R|H|P)(\d+)$")
     for n in names:
         m = pat.match(n)
         if m:
@@ -89,9 +98,10 @@ def declarations(names: set[str], stem: str) -> list[str]:
             top[fam] = max(top.get(fam, -1), idx)
         elif n.startswith(f"%{stem}V"):
             vectors.append(n)
-    types = {"R": ".b32", "RD": ".b64", "RQ": ".b128", "H": ".b16", "P": ".pred"}
-    out = [f".reg {types[f]} %{stem}{f}<{top[f] + 1}>;" for f in ("P", "H", "R", "RD", "RQ")
-           if f in top]
+    types = {"R": ".b32", "RD": ".b64", "RQ": ".b128", "H": ".b16", "P": ".pred",
+             "UR": ".b32", "URD": ".b64", "UP": ".pred"}
+    out = [f".reg {types[f]} %{stem}{f}<{top[f] + 1}>;"
+           for f in ("P", "H", "R", "RD", "RQ", "UP", "UR", "URD") if f in top]
     for n in sorted(vectors):
         m = re.match(r"%" + re.escape(stem) + r"V(\d+)x(\d+)_\d+$", n)
         out.append(f".reg .v{m.group(1)} .b{m.group(2)} {n};")
@@ -167,6 +177,28 @@ def mark_scheduled(fn: Function, order: list[int]) -> None:
     """Mark the allocated function ``fn`` (its first statement the header) as allocated from
     the original reordered by ``order``: ``schedule=1`` in the header, the order in
     ``//@schedule`` lines right after it."""
+    mark_prepass(fn, "schedule", schedule_lines(order))
+
+
+def hoist_lines(groups: list[tuple[int, str, list[int]]]) -> list[str]:
+    """The ``//@hoist`` comment lines recording loop-invariant hoisting (docs/allocated-ptx.md,
+    "Hoisted and promoted functions"): per loop, the anchor instruction's index, ``<`` (before
+    it) or ``>`` (after it), and the indices of the instructions moved there, in order."""
+    return [f"//@hoist {anchor}{side} " + " ".join(map(str, moved))
+            for anchor, side, moved in groups]
+
+
+def promote_lines(arrays: list[str]) -> list[str]:
+    """The ``//@promote`` comment lines naming the ``.local`` arrays promoted to registers
+    (docs/allocated-ptx.md, "Hoisted and promoted functions")."""
+    return [f"//@promote {name}" for name in arrays]
+
+
+def mark_prepass(fn: Function, key: str, lines: list[str]) -> None:
+    """Mark the allocated function ``fn`` (its first statement the header) as allocated from
+    the original transformed by the pre-pass ``key``: ``key=1`` in the header, the pass's
+    record in ``lines`` right after it (a later call's lines come first; the checker reads
+    each pass's lines by their prefix)."""
     header = fn.body[0]
-    fn.body[0] = Raw(COMMENT, header.text + " schedule=1", header.line)
-    fn.body[1:1] = [Raw(COMMENT, line) for line in schedule_lines(order)]
+    fn.body[0] = Raw(COMMENT, header.text + f" {key}=1", header.line)
+    fn.body[1:1] = [Raw(COMMENT, line) for line in lines]

@@ -81,24 +81,27 @@ class FunctionAnalysis:
 
 
 def analyze_function(fn: Function, sm: SMProfile, remat: dict[int, float] | None = None,
-                     no_spill: set[int] | frozenset[int] = frozenset()) -> FunctionAnalysis:
+                     no_spill: set[int] | frozenset[int] = frozenset(),
+                     uniform: int = 0) -> FunctionAnalysis:
     """The analyses of ``fn`` (the interference graph, costs and calls on first use): ``remat``
     gives rematerializable registers their recomputation cost, ``no_spill`` registers get an
-    infinite spill cost."""
+    infinite spill cost, the registers of the bitset ``uniform`` (placed in the uniform files)
+    count in no pressure of R or P."""
     cfg = CFG(fn)
     liveness = Liveness(cfg)
     tuples = find_tuples(fn, cfg.instrs)
-    pressure = Pressure(cfg, liveness, tuples)
+    pressure = Pressure(cfg, liveness, tuples, uniform)
     latency = memory_latency(sm, pressure.max_regs, block_size(fn.directives))
     return FunctionAnalysis(fn, cfg, liveness, tuples, None, pressure, latency,
                             remat=remat, no_spill=no_spill)
 
 
-def pressure_of(fn: Function) -> Pressure:
+def pressure_of(fn: Function, exclude: int = 0) -> Pressure:
     """The register pressure of ``fn`` as it stands (no interference graph, no costs): what
-    ``analyze`` reports as MaxLive, and what ``--registers auto`` starts from."""
+    ``analyze`` reports as MaxLive, and what ``--registers auto`` starts from; the registers
+    of the bitset ``exclude`` (those in the uniform files) are counted in neither R nor P."""
     cfg = CFG(fn)
-    return Pressure(cfg, Liveness(cfg), find_tuples(fn, cfg.instrs))
+    return Pressure(cfg, Liveness(cfg), find_tuples(fn, cfg.instrs), exclude)
 
 
 __all__ = ["FunctionAnalysis", "analyze_function", "pressure_of", "CFG", "Liveness",

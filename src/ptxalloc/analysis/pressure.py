@@ -56,7 +56,8 @@ class Pressure:
     ``max_preds`` are MaxLive; ``peak`` the point where the general registers peak.
     """
 
-    def __init__(self, cfg: CFG, liveness: Liveness, tuples: TupleInfo | None = None):
+    def __init__(self, cfg: CFG, liveness: Liveness, tuples: TupleInfo | None = None,
+                 exclude: int = 0):
         fn = cfg.fn
         regs = fn.regs
         classes = regs.classes
@@ -66,6 +67,9 @@ class Pressure:
         for v in range(n):
             is_pred[v] = classes[v] == RegClass.PRED
             units[v] = vreg_shape(classes[v], regs.vec[v]).units
+        for v in bits(exclude):             # counted in neither file (uniform registers)
+            is_pred[v] = False
+            units[v] = 0
         # tuple groups: the whole span counts once while any member is live
         group = [-1] * n
         gunits: list[int] = []

@@ -25,6 +25,14 @@ Every instruction is one of three kinds:
 
 An instruction that writes or reads the carry flag (``add.cc``, ``addc`` ... ``madc``) also
 belongs to the carry chain: those keep their order relative to each other.
+
+An instruction is *speculatable* (:func:`speculatable`; what loop-invariant hoisting,
+:mod:`ptxalloc.passes.hoist` and :mod:`ptxalloc.verify.hoist`, may execute where the original
+did not) when it is ``PURE``, unguarded, outside the carry chain and not warp-synchronous: the
+``.aligned`` matrix instructions (``mma``, ``wmma.mma``, ``movmatrix``) need every thread of
+the warp to execute them together, so they may not move to where control flow differs. PTX
+arithmetic does not trap (an integer division by zero gives an unspecified value), so a pure
+instruction executed early is observable only through the register it writes.
 """
 
 from __future__ import annotations
@@ -97,3 +105,13 @@ def uses_carry(ins: Instruction) -> bool:
     """Whether the instruction writes or reads the carry flag CC."""
     op = ins.opcode
     return ".cc" in op or op.startswith(("addc", "subc", "madc"))
+
+
+#: Pure instructions that every thread of a warp must execute together (``.aligned``).
+_WARP_SYNCHRONOUS_BASES = frozenset(("mma", "wmma", "movmatrix"))
+
+
+def speculatable(ins: Instruction) -> bool:
+    """Whether ``ins`` may execute where the original did not (module docstring)."""
+    return (ins.guard < 0 and effect_kind(ins) == PURE and not uses_carry(ins)
+            and ins.base not in _WARP_SYNCHRONOUS_BASES)

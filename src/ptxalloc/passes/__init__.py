@@ -12,4 +12,9 @@ pipeline order (:func:`ptxalloc.alloc.driver.allocate_function` calls them).
 5. :mod:`schedule` — register-pressure-aware list scheduling within blocks, off by default
    (seed 002 "Instruction Scheduling Interaction"; ``--knob schedule=1``), run by :func:`ptxalloc.pipeline.allocate_module` before the others and
    validated by :mod:`ptxalloc.verify.schedule` (a dependence-respecting permutation).
+6. :mod:`hoist` and :mod:`promote` — seed 004's HoistInvariants (loop invariants to the loop's
+   preheader) and ConvertMemoryToRegisterOrUniform (``.local`` arrays accessed at constant
+   offsets to registers), off by default (``--knob hoist=1``, ``--knob promote=1``), run by
+   :func:`ptxalloc.pipeline.pre_passes` before the schedule, in that order, and validated by
+   :mod:`ptxalloc.verify.hoist` and :mod:`ptxalloc.verify.promote`.
 """

@@ -22,7 +22,9 @@ def verbose_lines(r: FunctionResult, sm: SMProfile | None, kind: str = "func",
         f"ptxas info    : Function properties for {r.name}",
         f"    {r.stack_frame_bytes} bytes stack frame, {r.spill_stores_bytes} bytes spill "
         f"stores, {r.spill_loads_bytes} bytes spill loads",
-        f"ptxas info    : Used {r.registers} registers" + _smem(r),
+        f"ptxas info    : Used {r.registers} registers" + (
+            f", {r.uniform_registers} uniform registers" if "uniform_values" in r.extra
+            else "") + _smem(r),
         f"ptxalloc info : {r.name}: {r.allocator}, budget {r.budget}"
         f"{f' from {source}' if source else ''}, {arch}; {r.predicates} predicates "
         f"(MaxLive {_max_live(r)})",
@@ -30,6 +32,11 @@ def verbose_lines(r: FunctionResult, sm: SMProfile | None, kind: str = "func",
         f"spilled ({r.rematerialized} rematerialized), {r.rounds} round(s), {verified}, "
         f"{1000 * sum(r.seconds.values()):.1f} ms",
     ]
+    uniform = r.extra.get("uniform_values")
+    if uniform:
+        lines.append(f"    uniform: {uniform['placed']} of {uniform['found']} uniform values in "
+                     f"UR/UP ({r.uniform_registers} UR, {r.uniform_predicates} UP); MaxLive of "
+                     f"R without them {uniform['max_live_registers']}")
     lines.extend(f"    {note}" for note in r.notes)
     lines.extend(spills)
     return lines

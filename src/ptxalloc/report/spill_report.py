@@ -57,7 +57,9 @@ def explain_spills(original, result, sm, files: dict[int, str]) -> dict:
             conv["callee_saved_bytes"] += 4
     if not counts:
         return {"values": [], "convention": conv}
-    a = analyze_function(original, sm)
+    # values in the uniform files (--uniform) are no part of R's pressure
+    a = analyze_function(original, sm,
+                         uniform=result.uniform_mask & ((1 << len(original.regs)) - 1))
     cfg = a.cfg
     p = a.pressure
     regs = original.regs

@@ -13,7 +13,8 @@ tuples, which registers an asynchronous instruction keeps using), and nothing of
    inserted one of its documented form, decodes names into locations and checks each is a
    legal placement (:mod:`.placements`, :mod:`.locations`, the convention's bindings of
    :mod:`.bindings`), and emits one typed event per
-   statement (:mod:`.events`) over the allocated CFG (:mod:`.blocks`);
+   statement (:mod:`.events`) over the allocated CFG (:mod:`.blocks`); :mod:`.uniform`
+   confirms that whatever lives in a uniform register (``%UR``, ``%URD``, ``%UP``) is uniform;
 3. :mod:`.liveness` — the checker's own liveness of the original values: the values read
    before any definition, and where each value dies;
 4. :mod:`.dataflow` — the forward fixpoint of :mod:`.lattice`'s transfer rules (the formal
@@ -24,7 +25,9 @@ tuples, which registers an asynchronous instruction keeps using), and nothing of
 
 A scheduled allocation (``schedule=1`` in the header) is proven against the original with its
 instructions in the order its ``//@schedule`` lines record, once :mod:`.schedule` has validated
-that order as a dependence-respecting permutation of the original (docs/checker.md).
+that order as a dependence-respecting permutation of the original (docs/checker.md). Hoisting
+(``hoist=1``, :mod:`.hoist`) and memory-to-register promotion (``promote=1``, :mod:`.promote`)
+are replayed and validated the same way, before the schedule, in the pipeline's order.
 """
 
 from __future__ import annotations
@@ -39,7 +42,10 @@ from .liveness import liveness
 from .locations import Locations
 from .matching import Matcher
 from .messages import Messages
+from .hoist import hoisted_original
+from .promote import promoted_original
 from .schedule import scheduled_original
+from .uniform import check_uniform
 
 __all__ = ["FunctionProof", "FunctionChecker", "check_function", "read_header",
            "CheckerInputError"]
@@ -92,6 +98,7 @@ class FunctionChecker:
         proof = FunctionProof(self.orig.name, self.orig.kind, h.allocator, h.budget, h.arch)
         matched = Matcher(self.orig, self.alloc, h, self.module_decls, self.locs,
                           self.msgs).match()
+        check_uniform(self.alloc, h.stem, h.arch)
         live = liveness(matched.cfg, matched.events, len(self.orig.regs), matched.in_params)
         proof.instructions = matched.instructions
         proof.inserted = matched.inserted
@@ -113,6 +120,11 @@ def check_function(original: Function, allocated: Function,
         header = read_header(allocated)
         if header is None:
             raise CheckerInputError(f"function '{allocated.name}' carries no //@ptxalloc header")
+    # the pre-passes' records replayed on the original, each validated, in pipeline order
+    if header.get("hoist") == "1":
+        original = hoisted_original(original, allocated)
+    if header.get("promote") == "1":
+        original = promoted_original(original, allocated, module_decls)
     if header.get("schedule") == "1":
         # proven against the original in the recorded order, once that order is validated
         original = scheduled_original(original, allocated)

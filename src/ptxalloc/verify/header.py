@@ -58,8 +58,10 @@ class Header(NamedTuple):
     """What the proof reads from the header: budget K (1..255), the register-name stem, the
     spill array (None when there is none) and its frame in bytes, whether ``abi=1``, whether
     ``schedule=1`` (the function was allocated from the original reordered as its
-    ``//@schedule`` lines say: :mod:`.schedule`), and with ``space=shared block=N`` the spill
-    array is a ``.shared`` area of N threads' frames (:mod:`.shared`)."""
+    ``//@schedule`` lines say: :mod:`.schedule`), ``hoist=1`` and ``promote=1`` (likewise for
+    the ``//@hoist`` lines, :mod:`.hoist`, and the ``//@promote`` lines, :mod:`.promote`), and
+    with ``space=shared block=N`` the spill array is a ``.shared`` area of N threads' frames
+    (:mod:`.shared`)."""
 
     budget: int
     stem: str
@@ -69,6 +71,8 @@ class Header(NamedTuple):
     allocator: str
     arch: str
     scheduled: bool = False
+    hoisted: bool = False
+    promoted: bool = False
     shared: bool = False            # space=shared: the spill array is a .shared area
     block: int = 0                  # shared: the threads whose frames it holds
 
@@ -102,4 +106,5 @@ class Header(NamedTuple):
         return cls(budget, fields["stem"], fields.get("spill") or None, frame,
                    fields.get("abi") == "1", fields.get("allocator", "?"),
                    fields.get("arch", "?"), fields.get("schedule") == "1",
+                   fields.get("hoist") == "1", fields.get("promote") == "1",
                    space == "shared", block)

@@ -9,6 +9,9 @@ decoder and models aliasing with its own unit arithmetic. A *location* is
   multiple of 4), ``%H<u>`` (the unit u), ``%V<a>x<b>_<u>`` (a vector register of a members of b
   bits starting at unit u, aligned to its size rounded up to a power of two);
 * a predicate ``%P<n>``, 0 <= n <= 6 (a file of its own);
+* a uniform register (files of their own, sm_75 and later): ``%UR<n>`` (0 <= n <= 62),
+  ``%URD<n>`` (the pair URn:URn+1, n even), ``%UP<n>`` (0 <= n <= 6) — whether the value in
+  one is uniform is :mod:`.uniform`'s check;
 * a spill slot: a byte range ``[off, off + size)`` of the function's ``.local`` spill array;
 * a pinned register: an old-ABI ``.reg`` parameter, which keeps its own name.
 
@@ -21,15 +24,23 @@ from __future__ import annotations
 
 import re
 
-GPR, PRED, SLOT, PIN = 0, 1, 2, 3
-SPACE_NAMES = {GPR: "GPR", PRED: "predicate", SLOT: "spill slot", PIN: "pinned register"}
+GPR, PRED, SLOT, PIN, UGPR, UPRED = 0, 1, 2, 3, 4, 5
+SPACE_NAMES = {GPR: "GPR", PRED: "predicate", SLOT: "spill slot", PIN: "pinned register",
+               UGPR: "uniform register", UPRED: "uniform predicate"}
+
+#: Uniform registers the model has: UR0-UR62 and UP0-UP6 (URZ and UPT are architectural).
+UNIFORM_REGS = 63
+UNIFORM_PRED_REGS = 7
 
 #: Predicate registers the model has (PT is architectural and never allocated).
 PRED_REGS = 7
 
 #: Each family's PTX declaration type and its register class in the original function.
-FAMILY_TYPE = {"R": ".b32", "RD": ".b64", "RQ": ".b128", "H": ".b16", "P": ".pred"}
+FAMILY_TYPE = {"R": ".b32", "RD": ".b64", "RQ": ".b128", "H": ".b16", "P": ".pred",
+               "UR": ".b32", "URD": ".b64", "UP": ".pred"}
 CLASS_FAMILY = {"H16": "H", "GPR32": "R", "GPR64": "RD", "B128": "RQ", "PRED": "P"}
+#: The uniform family a class may live in instead.
+CLASS_UNIFORM_FAMILY = {"GPR32": "UR", "GPR64": "URD", "PRED": "UP"}
 CLASS_BITS = {"H16": 16, "GPR32": 32, "GPR64": 64, "B128": 128, "PRED": 1}
 
 
@@ -65,6 +76,7 @@ class NameDecoder:
         s = re.escape(stem)
         self._scalar = re.compile(r"%" + s + r"(RD|RQ|R|H|P)(0|[1-9]\d*)$")
         self._vector = re.compile(r"%" + s + r"V([248])x(8|16|32|64|128)_(0|[1-9]\d*)$")
+        self._uniform = re.compile(r"%" + s + r"(URD|UR|UP)(0|[1-9]\d*)$")
 
     def decode(self, name: str) -> Placement | str | None:
         """The placement a name denotes; a string saying why a physical-looking name is not a
@@ -90,6 +102,21 @@ class NameDecoder:
                 regs = f"R{n}" if width == 1 else f"R{n}:R{n + width - 1}"
                 return f"{name} ({regs}) is outside the budget of {k} registers (R0-R{k - 1})"
             return Placement(fam, n, GPR, 2 * n, 2 * width)
+        m = self._uniform.match(name)
+        if m is not None:
+            fam, n = m.group(1), int(m.group(2))
+            if fam == "UP":
+                if n >= UNIFORM_PRED_REGS:
+                    return (f"{name} is not a uniform predicate (only UP0-"
+                            f"UP{UNIFORM_PRED_REGS - 1} exist)")
+                return Placement("UP", n, UPRED, n, 1)
+            width = 2 if fam == "URD" else 1
+            if n % width:
+                return f"{name} is not an even-aligned pair (UR{n}:UR{n + 1})"
+            if n + width > UNIFORM_REGS:
+                return (f"{name} is outside the uniform file (only UR0-UR{UNIFORM_REGS - 1} "
+                        f"exist)")
+            return Placement(fam, n, UGPR, 2 * n, 2 * width)
         m = self._vector.match(name)
         if m is not None:
             vec, bits, u = int(m.group(1)), int(m.group(2)), int(m.group(3))
@@ -101,7 +128,7 @@ class NameDecoder:
                 return f"{name} (units {u}-{u + units - 1}) is outside the budget of {k} registers"
             return Placement("V", u, GPR, u, units, vec, bits)
         if name.startswith("%" + self.stem) and re.match(
-                r"%" + re.escape(self.stem) + r"(?:RD|RQ|R|H|P|V)\d", name):
+                r"%" + re.escape(self.stem) + r"U?(?:RD|RQ|R|H|P|V)\d", name):
             return f"{name} is not a well-formed physical register name"
         return None
 
@@ -140,10 +167,14 @@ class Locations:
         return i
 
     def register(self, p: Placement, name: str) -> int:
-        if p.space == PRED:
-            key = (PRED, p.start, 1)
+        if p.space in (PRED, UPRED):
+            key = (p.space, p.start, 1)
             got = self._ids.get(key)
-            return got if got is not None else self._add(key, name, PRED, p.start, 1)
+            return got if got is not None else self._add(key, name, p.space, p.start, 1)
+        if p.space == UGPR:
+            key = (UGPR, p.start, p.size, p.family)
+            got = self._ids.get(key)
+            return got if got is not None else self._add(key, name, UGPR, p.start, p.size)
         # the family is part of the key: %R2 and %V2x16_4 cover the same units but are
         # different PTX registers (they overlap, so writing one destroys the other)
         key = (GPR, p.start, p.size, p.family)

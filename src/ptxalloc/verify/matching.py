@@ -34,9 +34,11 @@ from .events import (Copy, Event, InFlight, Original, Remat, RemovedCopy, Remove
                      Wait)
 from .header import (ANNOTATION, EARLIER_HEADER, HEADER, REMOVED, SBASE, SERIALIZE,
                      CheckerInputError, Header, read_header)
-from .locations import CLASS_BITS, CLASS_FAMILY, Locations
+from .locations import CLASS_BITS, CLASS_FAMILY, CLASS_UNIFORM_FAMILY, Locations
 from .messages import Messages, first_diff
 from .placements import Placements
+from .hoist import HOIST
+from .promote import PROMOTE
 from .schedule import SCHEDULE
 from .shared import ABI_REASON, BASE_OFFSET, SCRATCH_OFFSET, BaseRun, check_area
 
@@ -71,9 +73,12 @@ class Matcher:
         self.spill = header.spill
         self.frame = header.frame
         self.abi = header.abi
-        self.scheduled = header.scheduled
         self.shared = header.shared
         self.block = header.block
+        # the record lines of the pre-passes the header names (checker.py replays them)
+        self.pass_lines = tuple(prefix + " " for prefix, on in (
+            (SCHEDULE, header.scheduled), (HOIST, header.hoisted), (PROMOTE, header.promoted))
+            if on)
         self.locs = locs
         self.msgs = msgs
         self.fail_at = msgs.fail_at
@@ -213,7 +218,7 @@ class Matcher:
                     else:
                         adirs.append(text)
                 elif s.kind == COMMENT and s.text.startswith("//@") and not s.text.startswith(
-                        HEADER) and not (self.scheduled and s.text.startswith(SCHEDULE)):
+                        HEADER) and not s.text.startswith(self.pass_lines):
                     raise VerificationError(f"{self.where_fn()}, line {s.line}: unknown "
                                             f"annotation '{s.text}'")
                 elif (s.kind == COMMENT and s.text.startswith(EARLIER_HEADER)
@@ -583,8 +588,8 @@ class Matcher:
                 loc = p
             else:
                 cls = self.oclass[d]
-                if p.family != CLASS_FAMILY[cls] and not (p.family == "V"
-                                                          and self.oregs.vec[d] > 1):
+                if p.family not in (CLASS_FAMILY[cls], CLASS_UNIFORM_FAMILY.get(cls)) and not (
+                        p.family == "V" and self.oregs.vec[d] > 1):
                     raise self.fail_at(idx, f"{nd} cannot hold {self.vname(d)}, a {cls} value")
                 loc = self.locs.register(p, nd)
             return RemovedCopy(idx, loc, d, s)

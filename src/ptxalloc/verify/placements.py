@@ -14,8 +14,8 @@ from ..ir.module import Function
 from ..ir.operands import Mem, Reg, Sym, Vec
 from .convention import FRAME_POINTER, reserves_frame_pointer
 from .header import Header
-from .locations import (CLASS_BITS, CLASS_FAMILY, FAMILY_TYPE, GPR, Locations, NameDecoder,
-                        Placement, pow2_at_least)
+from .locations import (CLASS_BITS, CLASS_FAMILY, CLASS_UNIFORM_FAMILY, FAMILY_TYPE, GPR,
+                        Locations, NameDecoder, Placement, pow2_at_least)
 from .messages import Messages
 
 
@@ -125,7 +125,7 @@ class Placements:
             ok = p.family == "V"
             need = "a %V vector register"
         else:
-            ok = p.family == CLASS_FAMILY[cls]
+            ok = p.family == CLASS_FAMILY[cls] or p.family == CLASS_UNIFORM_FAMILY.get(cls)
             need = "%" + CLASS_FAMILY[cls]
         if not ok:
             what = self.vname(v) if home_class is None else f"its {cls} home"
