@@ -289,3 +289,12 @@ def test_an_area_named_like_the_users_shared_memory_is_refuted(tmp_path):
     with pytest.raises(VerificationError, match="has a name the original module or function "
                                                 "uses"):
         list(verify_files(str(orig), str(bad)))
+
+
+@pytest.mark.parametrize("more", [{"uniform": True}, {"knobs": {"hoist": 1}},
+                                  {"knobs": {"promote": 1}}], ids=["uniform", "hoist", "promote"])
+def test_shared_spilling_beside_uniform_registers_and_the_pre_passes(more):
+    res = allocate_shared(kernel(".maxntid 8, 4, 2", values=16), **more)
+    (f,) = res.functions
+    assert f.verified and f.registers <= 8 and f.extra["shared_spill"]["bytes"] > 0
+    assembles(res.ptx)
