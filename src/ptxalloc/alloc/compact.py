@@ -15,6 +15,8 @@ like any other. docs/decisions.md records it as the project's addition to the se
 
 from __future__ import annotations
 
+import heapq
+
 from ..target.units import GPR
 from ..util import bits
 from .api import Coloring, Problem
@@ -67,7 +69,7 @@ def _greedy(p: Problem, order: list[int], best_fit: bool,
     matrix = UnitMatrix.for_problem(p)
     start = matrix.start
     shape = p.shape
-    regfile = p.regfile
+    starts_of: dict = {}
     for n in order:
         forbidden = matrix.forbidden(n)
         sh = shape[n]
@@ -78,7 +80,10 @@ def _greedy(p: Problem, order: list[int], best_fit: bool,
                 choice = sm
                 break
         if choice is None:
-            choice = _lowest_free(matrix, regfile.placements(sh), forbidden,
+            starts = starts_of.get(sh)
+            if starts is None:
+                starts = starts_of[sh] = _start_mask(p.regfile.placements(sh))
+            choice = _lowest_free(starts, sh.units, forbidden,
                                   best_fit and sh.units < 4 and sh.file == GPR)
             if choice is None:
                 return None
@@ -86,23 +91,39 @@ def _greedy(p: Problem, order: list[int], best_fit: bool,
     return start
 
 
-def _lowest_free(matrix: UnitMatrix, placements, forbidden: int,
-                 keep_pairs_whole: bool) -> int | None:
-    """The lowest placement free of ``forbidden``; with ``keep_pairs_whole`` the lowest one
-    inside a partly used aligned pair of registers when there is one."""
-    if not keep_pairs_whole:
-        return matrix.lowest_free(placements, forbidden)
-    choice = None
-    for s, mask in placements:
-        if mask & forbidden:
-            continue
-        if choice is None:
-            choice = s
-            if not keep_pairs_whole:
-                break
-        if forbidden & (0xF << (s & ~3)):
-            return s
-    return choice
+def _start_mask(placements) -> int:
+    """The bitset of the start units of ``placements``."""
+    m = 0
+    for s, _ in placements:
+        m |= 1 << s
+    return m
+
+
+_QUAD_STARTS = int("0001" * 512, 2)       # every fourth unit: the first unit of each pair
+
+
+def _lowest_free(starts: int, units: int, forbidden: int, keep_pairs_whole: bool) -> int | None:
+    """The lowest start in ``starts`` whose ``units`` units are free of ``forbidden``; with
+    ``keep_pairs_whole`` the lowest one inside a partly used aligned pair of registers when
+    there is one. Bit-parallel: a start is blocked when any of the ``units`` units from it is
+    forbidden, i.e. by ``forbidden`` shifted down by 0 .. units-1."""
+    blocked = forbidden
+    covered = 1
+    while covered < units:                     # OR of forbidden >> j for j < units
+        step = min(covered, units - covered)
+        blocked |= blocked >> step
+        covered += step
+    free = starts & ~blocked
+    if not free:
+        return None
+    if keep_pairs_whole:
+        touched = forbidden | forbidden >> 1 | forbidden >> 2 | forbidden >> 3
+        touched &= _QUAD_STARTS                  # pairs (4 units) with a unit in use
+        touched |= touched << 1 | touched << 2 | touched << 3
+        inside = free & touched
+        if inside:
+            free = inside
+    return (free & -free).bit_length() - 1
 
 
 class _OutOfSteps(Exception):
@@ -140,11 +161,22 @@ def _search(p: Problem, order: list[int], limit_units: int,
     key = {n: (forbidden[n].bit_count() << 32) | tie[n] for n in order}
     uncolored = set(order)
     budget = [steps]
+    # the most constrained uncolored node: a max-heap of (key, node) whose stale entries (a
+    # node colored, or its key changed since) are dropped when they come to the top
+    heap = [(-key[n], n) for n in order]
+    heapq.heapify(heap)
+
+    def most_constrained() -> int:
+        while True:
+            k, n = heap[0]
+            if n in uncolored and key[n] == -k:
+                return n
+            heapq.heappop(heap)
 
     def place() -> bool:
         if not uncolored:
             return True
-        n = max(uncolored, key=key.__getitem__)
+        n = most_constrained()
         uncolored.remove(n)
         f = forbidden[n]
         for s, units in options[n]:
@@ -162,14 +194,17 @@ def _search(p: Problem, order: list[int], limit_units: int,
                     if new != old:
                         changed.append((m, old))
                         forbidden[m] = new
-                        key[m] = (new.bit_count() << 32) | tie[m]
+                        key[m] = k = (new.bit_count() << 32) | tie[m]
+                        heapq.heappush(heap, (-k, m))
             if place():
                 return True
             for m, old in changed:
                 forbidden[m] = old
-                key[m] = (old.bit_count() << 32) | tie[m]
+                key[m] = k = (old.bit_count() << 32) | tie[m]
+                heapq.heappush(heap, (-k, m))
             del start[n]
         uncolored.add(n)
+        heapq.heappush(heap, (-key[n], n))
         return False
 
     try:
@@ -209,6 +244,8 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
     found = None
     partners = _move_partners(p)
     for nodes, best_fit in ((order, False), (order, True), (wide_first, True)):
+        if best <= lower_bound:
+            break                              # MaxLive reached: no coloring does better
         start = _greedy(p, nodes, best_fit, partners)
         if start is not None:
             hw = high_water(p, start)

@@ -1,0 +1,49 @@
+"""``util.bits`` (the set bits of an int bitset, lowest first) on its three paths: peeling a
+few bits, scanning the binary text, and numpy's unpacking of dense bitsets (issue 16)."""
+
+from __future__ import annotations
+
+import numpy
+from hypothesis import given, settings, strategies as st
+
+from ptxalloc import util
+
+positions = st.sets(st.integers(min_value=0, max_value=5000), max_size=600)
+
+
+def _mask(ps) -> int:
+    return sum(1 << p for p in ps)
+
+
+@settings(max_examples=200, deadline=None)
+@given(positions)
+def test_bits_lists_the_set_bits_in_order_without_numpy(ps):
+    saved, util._np = util._np, None
+    try:
+        got = util.bits(_mask(ps))
+    finally:
+        util._np = saved
+    assert got == sorted(ps)
+
+
+@settings(max_examples=200, deadline=None)
+@given(positions)
+def test_bits_lists_the_set_bits_in_order_with_numpy(ps):
+    saved, util._np = util._np, numpy
+    try:
+        got = util.bits(_mask(ps))
+    finally:
+        util._np = saved
+    assert got == sorted(ps) and all(type(p) is int for p in got)
+
+
+def test_numpy_is_imported_only_after_enough_dense_bits(monkeypatch):
+    monkeypatch.setattr(util, "_np", None)
+    monkeypatch.setattr(util, "_dense_scanned", 0)
+    dense = (1 << 200) - 1
+    util.bits(dense)
+    assert util._np is None                      # one dense row does not repay the import
+    for _ in range(util._NUMPY_AFTER // 200 + 1):
+        util.bits(dense)
+    assert util._np is numpy
+    assert util.bits(dense) == list(range(200))
