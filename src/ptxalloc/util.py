@@ -51,10 +51,10 @@ def bits(x: int) -> list[int]:
             x ^= low
         return out
     if count >= _DENSE:
-        if _np is not None:
-            raw = _np.frombuffer(x.to_bytes((x.bit_length() + 7) // 8, "little"), _np.uint8)
-            return _np.flatnonzero(_np.unpackbits(raw, bitorder="little")).tolist()
-        _count_dense(count)
+        np = numpy_when_worth(count)
+        if np is not None:
+            raw = np.frombuffer(x.to_bytes((x.bit_length() + 7) // 8, "little"), np.uint8)
+            return np.flatnonzero(np.unpackbits(raw, bitorder="little")).tolist()
     s = bin(x)
     top = len(s) - 1
     out = []
@@ -67,13 +67,42 @@ def bits(x: int) -> list[int]:
     return out
 
 
-def _count_dense(count: int) -> None:
-    """Count dense bits scanned as text; import numpy for :func:`bits` past the threshold."""
+def numpy_when_worth(work: int):
+    """numpy, once this run has met enough dense bitset work (``work``: set bits, counted
+    here) to repay its import; None before that (the caller does the work in plain Python)."""
     global _dense_scanned, _np
-    _dense_scanned += count
-    if _dense_scanned > _NUMPY_AFTER:
-        import numpy
-        _np = numpy
+    if _np is None:
+        _dense_scanned += work
+        if _dense_scanned > _NUMPY_AFTER:
+            import numpy
+            _np = numpy
+    return _np
+
+
+def transpose_or(rows: list[int]) -> None:
+    """Make the bit matrix ``rows`` (row ``u`` holds bit ``v`` for each edge u -> v, all rows
+    of ``len(rows)`` bits) symmetric in place: every edge u -> v adds v -> u. Dense matrices
+    (Triton kernels) are transposed by numpy as a bool matrix; sparse ones by walking the
+    set bits."""
+    n = len(rows)
+    edges = sum(r.bit_count() for r in rows)
+    np = numpy_when_worth(edges) if n <= 8192 and edges * 16 > n * n // 8 else None
+    if np is None:
+        for u in range(n):
+            a = rows[u]
+            if a:
+                bu = 1 << u
+                for v in bits(a):
+                    rows[v] |= bu
+        return
+    width = (n + 7) // 8
+    packed = np.frombuffer(b"".join(r.to_bytes(width, "little") for r in rows),
+                           np.uint8).reshape(n, width)
+    dense = np.unpackbits(packed, axis=1, count=n, bitorder="little")
+    dense |= dense.T
+    out = np.packbits(dense, axis=1, bitorder="little")
+    for u in range(n):
+        rows[u] = int.from_bytes(out[u].tobytes(), "little")
 
 
 def mask_of(ids) -> int:

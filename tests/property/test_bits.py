@@ -47,3 +47,27 @@ def test_numpy_is_imported_only_after_enough_dense_bits(monkeypatch):
         util.bits(dense)
     assert util._np is numpy
     assert util.bits(dense) == list(range(200))
+
+
+edge_lists = st.integers(min_value=1, max_value=300).flatmap(
+    lambda n: st.tuples(st.just(n), st.lists(st.tuples(st.integers(0, n - 1),
+                                                       st.integers(0, n - 1)), max_size=800)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(edge_lists, st.booleans())
+def test_transpose_or_adds_every_reverse_edge(graph, with_numpy):
+    n, edges = graph
+    rows = [0] * n
+    for u, v in edges:
+        rows[u] |= 1 << v
+    saved, util._np = util._np, (numpy if with_numpy else None)
+    try:
+        util.transpose_or(rows)
+    finally:
+        util._np = saved
+    want = [0] * n
+    for u, v in edges:
+        want[u] |= 1 << v
+        want[v] |= 1 << u
+    assert rows == want
