@@ -99,6 +99,18 @@ def _start_mask(placements) -> int:
     return m
 
 
+def _blocked_starts(forbidden: int, units: int) -> int:
+    """The start units from which ``units`` consecutive units meet ``forbidden``: the OR of
+    ``forbidden >> j`` for j < units, in log2(units) shifts."""
+    blocked = forbidden
+    covered = 1
+    while covered < units:
+        step = min(covered, units - covered)
+        blocked |= blocked >> step
+        covered += step
+    return blocked
+
+
 _QUAD_STARTS = int("0001" * 512, 2)       # every fourth unit: the first unit of each pair
 
 
@@ -107,13 +119,7 @@ def _lowest_free(starts: int, units: int, forbidden: int, keep_pairs_whole: bool
     ``keep_pairs_whole`` the lowest one inside a partly used aligned pair of registers when
     there is one. Bit-parallel: a start is blocked when any of the ``units`` units from it is
     forbidden, i.e. by ``forbidden`` shifted down by 0 .. units-1."""
-    blocked = forbidden
-    covered = 1
-    while covered < units:                     # OR of forbidden >> j for j < units
-        step = min(covered, units - covered)
-        blocked |= blocked >> step
-        covered += step
-    free = starts & ~blocked
+    free = starts & ~_blocked_starts(forbidden, units)
     if not free:
         return None
     if keep_pairs_whole:
@@ -143,9 +149,12 @@ def _search(p: Problem, order: list[int], limit_units: int,
     adj = p.adj
     n_order = len(order)
     nbrs = {n: bits(adj[n]) for n in order}
-    options = {n: [(s, m) for s, m in p.regfile.placements(shape[n])
-                   if shape[n].file != GPR or s + shape[n].units <= limit_units]
-               for n in order}
+    below: dict = {}                           # per shape: its start units below the limit
+    for n in order:
+        sh = shape[n]
+        if sh not in below:
+            below[sh] = _start_mask((s, m) for s, m in p.regfile.placements(sh)
+                                    if sh.file != GPR or s + sh.units <= limit_units)
     # forbidden units of each uncolored node, from its colored neighbours
     forbidden: dict[int, int] = {}
     for n in order:
@@ -178,10 +187,14 @@ def _search(p: Problem, order: list[int], limit_units: int,
             return True
         n = most_constrained()
         uncolored.remove(n)
-        f = forbidden[n]
-        for s, units in options[n]:
-            if units & f:
-                continue
+        sh = shape[n]
+        width = (1 << sh.units) - 1
+        free = below[sh] & ~_blocked_starts(forbidden[n], sh.units)
+        while free:                            # its free placements, lowest first
+            low = free & -free
+            free ^= low
+            s = low.bit_length() - 1
+            units = width << s
             budget[0] -= 1
             if budget[0] < 0:
                 raise _OutOfSteps
