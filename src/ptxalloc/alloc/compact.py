@@ -15,8 +15,6 @@ like any other. docs/decisions.md records it as the project's addition to the se
 
 from __future__ import annotations
 
-import heapq
-
 from ..target.units import GPR
 from ..util import bits
 from .api import Coloring, Problem
@@ -170,22 +168,10 @@ def _search(p: Problem, order: list[int], limit_units: int,
     key = {n: (forbidden[n].bit_count() << 32) | tie[n] for n in order}
     uncolored = set(order)
     budget = [steps]
-    # the most constrained uncolored node: a max-heap of (key, node) whose stale entries (a
-    # node colored, or its key changed since) are dropped when they come to the top
-    heap = [(-key[n], n) for n in order]
-    heapq.heapify(heap)
-
-    def most_constrained() -> int:
-        while True:
-            k, n = heap[0]
-            if n in uncolored and key[n] == -k:
-                return n
-            heapq.heappop(heap)
-
     def place() -> bool:
         if not uncolored:
             return True
-        n = most_constrained()
+        n = max(uncolored, key=key.__getitem__)      # the most constrained
         uncolored.remove(n)
         sh = shape[n]
         width = (1 << sh.units) - 1
@@ -207,17 +193,14 @@ def _search(p: Problem, order: list[int], limit_units: int,
                     if new != old:
                         changed.append((m, old))
                         forbidden[m] = new
-                        key[m] = k = (new.bit_count() << 32) | tie[m]
-                        heapq.heappush(heap, (-k, m))
+                        key[m] = (new.bit_count() << 32) | tie[m]
             if place():
                 return True
             for m, old in changed:
                 forbidden[m] = old
-                key[m] = k = (old.bit_count() << 32) | tie[m]
-                heapq.heappush(heap, (-k, m))
+                key[m] = (old.bit_count() << 32) | tie[m]
             del start[n]
         uncolored.add(n)
-        heapq.heappush(heap, (-key[n], n))
         return False
 
     try:
