@@ -52,6 +52,9 @@ def peak_values(a, files: dict[int, str], shared: tuple | None = None) -> list[d
     for v in live:
         want |= 1 << v
     length = dict.fromkeys(live, 0)
+    # how many instructions hold each distinct set of the peak's values (few distinct sets:
+    # live ranges change slowly), then each set's values counted once per set
+    times: dict[int, int] = {}
     for b in cfg.blocks:
         for k, after in enumerate(a.liveness.live_after(b.id)):
             ins = b.instrs[k]
@@ -59,8 +62,10 @@ def peak_values(a, files: dict[int, str], shared: tuple | None = None) -> list[d
             for d in ins.defs:
                 if want >> d & 1:
                     here |= 1 << d
-            for v in bits(here):
-                length[v] += 1
+            times[here] = times.get(here, 0) + 1
+    for here, count in times.items():
+        for v in bits(here):
+            length[v] += count
     defs: dict[int, list[int]] = {v: [] for v in live}
     next_use: dict[int, int | None] = dict.fromkeys(live)
     last_use: dict[int, int] = dict.fromkeys(live, -1)
