@@ -71,3 +71,23 @@ def test_transpose_or_adds_every_reverse_edge(graph, with_numpy):
         want[u] |= 1 << v
         want[v] |= 1 << u
     assert rows == want
+
+
+def test_transpose_or_over_several_bands_of_rows():
+    """A dense graph wider than one band (2048 rows) through numpy: the same as the walk."""
+    import random
+    rnd = random.Random(16)
+    n = 2600
+    rows = [rnd.getrandbits(n) & ~(1 << u) & ((1 << u) - 1) for u in range(n)]  # u -> v < u
+    want = list(rows)
+    saved, util._np = util._np, None
+    try:
+        for u in range(n):                       # the plain walk, by hand
+            for v in range(u):
+                if rows[u] >> v & 1:
+                    want[v] |= 1 << u
+        util._np = numpy
+        util.transpose_or(rows)
+    finally:
+        util._np = saved
+    assert rows == want
