@@ -29,7 +29,7 @@ def gc_paused() -> Iterator[None]:
 
 
 _DENSE = 64                 # set bits from which numpy's unpacking beats the text scan (3-4x)
-_NUMPY_AFTER = 300_000      # dense bits scanned as text before numpy is worth importing
+_NUMPY_AFTER = 1_000_000    # dense bits scanned as text before numpy is worth importing
 _dense_scanned = 0
 _np = None
 
