@@ -208,3 +208,11 @@ def test_dask_unreachable_scheduler_is_a_one_line_error(inputs, tmp_path, capsys
                "--dask", "tcp://127.0.0.1:1"])
     _, err = capsys.readouterr()
     assert rc == 2 and err.count("\n") == 1 and "cannot reach the scheduler" in err, err
+
+
+def test_dask_without_the_extra_is_a_one_line_error(inputs, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)     # import fails as if absent
+    rc = main(["batch", str(inputs / "diamond.ptx"), "--out", str(tmp_path / "r.jsonl"),
+               "--dask", "tcp://127.0.0.1:8786"])
+    _, err = capsys.readouterr()
+    assert rc == 2 and err.count("\n") == 1 and "pip install 'ptxalloc[dask]'" in err, err
