@@ -1,4 +1,5 @@
-"""The ``ptxalloc`` command: ``parse``, ``analyze``, ``allocate``, ``grade`` and ``verify``.
+"""The ``ptxalloc`` command: ``parse``, ``analyze``, ``allocate``, ``grade``, ``verify``,
+``report`` (HTML) and ``graph`` (DOT).
 
 Errors the user can cause print one line (``file:line:col: what``) and exit with status 2
 (1 when ``verify`` refutes an allocation); a traceback on bad input is a bug. Set
@@ -187,9 +188,14 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     from .report.analysis_report import format_text, function_row
     from .target.sm import profile_for_module
 
+    from .files import STDIO, check_paths
+
     registers = _budget(args.registers)
     peak_values = _count_or_all(args.peak_values, "--peak-values", 0, None)
     block = _count_or_all(args.block_size, "--block-size", 1, 1024, allow_all=False)
+    check_paths([args.file], {"--plot": args.plot})
+    if args.plot == STDIO and args.json:
+        raise UsageError("analyze: --plot - and --json both write standard output")
     module = _load(args)
     sm = profile_for_module(args.arch, module)
     budgets = fixed_budgets(module, sm, registers, _maxrregcount(args.maxrregcount),
@@ -203,13 +209,39 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
                                              if args.convention else None),
                                  budget_from=limit.source, files=files, lines=args.lines,
                                  block=block))
+    if args.plot:
+        _write_plot(args.plot, _select(module, args.function), sm, files, budgets)
     if args.json:
         from .report.schema import header
         print(json.dumps({**header("analyze", module.filename, sm.name), "functions": rows},
                          indent=2))
-    else:
+    elif args.plot != STDIO:
         print(format_text(rows, sm, module.filename, peak_values))
     return 0
+
+
+def _write_plot(path: str, fns, sm, files, budgets) -> None:
+    """``analyze --plot``: the pressure plot of the selected functions, SVG written here or
+    PNG through matplotlib (the ``[plot]`` extra)."""
+    from .analysis import analyze_function
+    from .analysis.line_pressure import line_pressure
+    from .files import write_output
+    from .report.pressure_plot import occupancy_steps, pressure_series, png_plot, svg_document, \
+        svg_plot
+    from .target.occupancy import block_size
+
+    series = []
+    for fn in fns:
+        a = analyze_function(fn, sm)
+        s = pressure_series(a, line_pressure(a.cfg, a.pressure, files))
+        s.budget = budgets[fn.name].registers
+        s.steps = occupancy_steps(sm, block_size(fn.directives), 255)
+        series.append(s)
+    if path.lower().endswith(".png"):
+        write_output(path, png_plot(series))
+    else:
+        write_output(path, svg_document([(f"{s.name}: MaxLive {max(s.registers, default=0)}",
+                                          svg_plot(s)) for s in series]))
 
 
 def _knobs(args: argparse.Namespace, budget) -> dict[str, float]:
@@ -382,6 +414,84 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    """``report FILE``: the HTML page of :mod:`ptxalloc.report.html_report`; every allocation
+    is proven by the checker unless ``--no-verify``."""
+    from . import ptxas
+    from .alloc.driver import Options
+    from .errors import AllocationError, InternalError, VerificationError
+    from .files import check_paths, read_input, write_output
+    from .pipeline import allocate_module, allocate_what_fits, fixed_budgets
+    from .ptx.parser import parse
+    from .report.html_report import html_report
+    from .target.sm import profile_for_module
+
+    budget = _budget(args.registers, allow_auto=True)
+    output = args.output or "report.html"
+    check_paths([args.file], {"-o": output})
+    data, name = read_input(args.file)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{name}: not UTF-8 text (byte {e.start})") from None
+    module = parse(text, name)
+    _warn(module, args.strict)
+    sm = profile_for_module(None, module)
+    options = Options(allocator=args.allocator)
+    one = None
+    try:
+        if args.function:
+            # the module stays whole: a .func's budget depends on the kernels calling it
+            one = _select(module, args.function)[0].name
+            try:
+                result, refused = allocate_module(module, budget, args.allocator, function=one,
+                                                  verify=not args.no_verify,
+                                                  options=options), {}
+            except AllocationError as e:
+                result, refused = None, {one: str(e)}
+        else:
+            result, _, refused = allocate_what_fits(module, budget, args.allocator,
+                                                    verify=not args.no_verify, options=options)
+    except VerificationError as e:
+        raise InternalError(f"the allocation failed its proof; no report written; please "
+                            f"report: {e}", exit_code=1) from None
+    figures = None
+    if not args.no_ptxas and ptxas.available() and args.file != "-":
+        figures = ptxas.assemble_file(args.file, ptxas.arch_for(sm.name))
+    budgets = fixed_budgets(module, sm, None if budget == "auto" else budget)
+    write_output(output, html_report(module, text, sm, result, refused, figures, budgets,
+                                     functions=[one] if one else None))
+    return 0
+
+
+def _cmd_graph(args: argparse.Namespace) -> int:
+    """``graph FILE --function F``: the interference graph in DOT
+    (:mod:`ptxalloc.report.dot_graph`), coloured by the allocation."""
+    from .alloc.driver import Options
+    from .analysis import analyze_function
+    from .errors import AllocationError
+    from .files import STDIO, check_paths, write_output
+    from .pipeline import allocate_module
+    from .report.dot_graph import interference_dot
+    from .target.sm import profile_for_module
+
+    budget = _budget(args.registers, allow_auto=True)
+    check_paths([args.file], {"-o": args.output})
+    module = _load(args)
+    fn = _select(module, args.function)[0]
+    sm = profile_for_module(None, module)
+    try:
+        result = allocate_module(module, budget, args.allocator, function=fn.name,
+                                 verify=not args.no_verify,
+                                 options=Options(allocator=args.allocator)).functions[0]
+    except AllocationError as e:
+        print(f"ptxalloc: warning: {e}; the graph is drawn unallocated", file=sys.stderr)
+        result = None
+    write_output(args.output or STDIO,
+                 interference_dot(fn, analyze_function(fn, sm).graph, result))
+    return 0
+
+
 def _cmd_batch(args: argparse.Namespace) -> int:
     """``batch FILES_OR_DIRS... --out results.jsonl``: :mod:`ptxalloc.batch`."""
     from .batch import BatchOptions, format_summary, run_batch
@@ -500,6 +610,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "registers used, bytes saved and restored): they depend on the allocation, "
                    "so this allocates every function that makes or is reached by calls")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--plot", metavar="PRESSURE.svg|png", help="also draw the registers and "
+                   "predicates live per PTX line, one plot per function: SVG (written by "
+                   "ptxalloc), or PNG when the name ends in .png (needs matplotlib: pip install "
+                   "'ptxalloc[plot]'); '-' writes the SVG on standard output instead of the "
+                   "text report")
     _strict_option(p)
     p.set_defaults(run=_cmd_analyze)
 
@@ -527,6 +642,39 @@ def build_parser() -> argparse.ArgumentParser:
     _time_limit_option(p)
     _strict_option(p)
     p.set_defaults(run=_cmd_allocate)
+
+    p = sub.add_parser("report", help="one self-contained HTML page: pressure plots, the PTX "
+                       "beside its source lines, the peak, the spills, occupancy, ptxas's "
+                       "figures", epilog=EXIT_CODES)
+    p.add_argument("file")
+    p.add_argument("-o", "--output", metavar="REPORT.html",
+                   help="write the page here (default report.html; '-': standard output)")
+    p.add_argument("--allocator", default="briggs", choices=_AllocatorNames(), metavar="NAME",
+                   help="the allocator: %(choices)s (default: %(default)s)")
+    p.add_argument("--registers", metavar="K", help="register budget for every function, "
+                   "1..255, 'seed' or 'auto' (default: the limit ptxas uses); a function the "
+                   "budget cannot allocate is shown unallocated with the reason")
+    p.add_argument("--function", metavar="NAME", help="only this function")
+    p.add_argument("--no-ptxas", action="store_true",
+                   help="do not run ptxas -v for its figures (run when on the PATH)")
+    p.add_argument("--no-verify", action="store_true", help="skip the independent checker")
+    _strict_option(p)
+    p.set_defaults(run=_cmd_report)
+
+    p = sub.add_parser("graph", help="one function's interference graph in Graphviz DOT, "
+                       "coloured by the allocation", epilog=EXIT_CODES)
+    p.add_argument("file")
+    p.add_argument("--function", metavar="NAME", required=True, help="the function: its PTX "
+                   "name, its demangled name or a substring naming one function")
+    p.add_argument("-o", "--output", metavar="GRAPH.dot",
+                   help="write the DOT here (default: standard output)")
+    p.add_argument("--allocator", default="briggs", choices=_AllocatorNames(), metavar="NAME",
+                   help="the allocator: %(choices)s (default: %(default)s)")
+    p.add_argument("--registers", metavar="K", help="register budget, 1..255, 'seed' or "
+                   "'auto' (default: the limit ptxas uses)")
+    p.add_argument("--no-verify", action="store_true", help="skip the independent checker")
+    _strict_option(p)
+    p.set_defaults(run=_cmd_graph)
 
     p = sub.add_parser("grade", help="every allocator's spill cost and registers against the "
                        "optimum (--allocator optimal), per function", epilog=EXIT_CODES)

@@ -116,9 +116,9 @@ def check_paths(inputs: list[str], outputs: dict[str, str | None]) -> None:
         seen[ident] = opt
 
 
-def write_output(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` (``-``: standard output) as the module docstring says;
-    raises UsageError (``path: cannot write: why``) when it cannot."""
+def write_output(path: str, text: str | bytes) -> None:
+    """Write ``text`` (or bytes: a PNG) to ``path`` (``-``: standard output) as the module
+    docstring says; raises UsageError (``path: cannot write: why``) when it cannot."""
     name = STDOUT_NAME if path == STDIO else path
     try:
         fd = 1 if path == STDIO else own_descriptor(path)
@@ -133,8 +133,8 @@ def write_output(path: str, text: str) -> None:
         if st is not None and stat.S_ISDIR(st.st_mode):
             raise UsageError(f"{name}: cannot write: it is a directory")
         if st is not None and not stat.S_ISREG(st.st_mode):
-            with open(target, "w", encoding="utf-8") as f:      # a device, FIFO or socket
-                f.write(text)
+            with open(target, "wb") as f:      # a device, FIFO or socket
+                f.write(_encoded(text))
             return
         _replace(target, text, st)
     except BrokenPipeError:
@@ -159,22 +159,31 @@ def write_outputs(outputs: list[tuple[str, str]]) -> None:
         done.append(path)
 
 
-def _write_descriptor(fd: int, text: str) -> None:
+def _encoded(text: str | bytes) -> bytes:
+    return text if isinstance(text, bytes) else text.encode("utf-8")
+
+
+def _write_descriptor(fd: int, text: str | bytes) -> None:
     """Write to a descriptor this process holds; 1 and 2 through Python's streams, so that the
     output stays in order with what else is printed there."""
     if fd in (1, 2):
         stream = sys.stdout if fd == 1 else sys.stderr
-        stream.write(text)
+        if isinstance(text, bytes):
+            stream.flush()
+            stream.buffer.write(text)
+            stream.buffer.flush()
+        else:
+            stream.write(text)
         stream.flush()
         return
-    data = text.encode("utf-8")
+    data = _encoded(text)
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
         view = view[n:]
 
 
-def _replace(target: str, text: str, st: os.stat_result | None) -> None:
+def _replace(target: str, text: str | bytes, st: os.stat_result | None) -> None:
     """Write a regular file whole or not at all: a temporary beside it, renamed over it."""
     directory, base = os.path.split(target)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
@@ -187,7 +196,7 @@ def _replace(target: str, text: str, st: os.stat_result | None) -> None:
         except FileExistsError:
             continue
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "wb") as f:
             if st is not None:
                 if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
                     try:
@@ -195,7 +204,7 @@ def _replace(target: str, text: str, st: os.stat_result | None) -> None:
                     except OSError:
                         pass
                 os.fchmod(fd, stat.S_IMODE(st.st_mode))     # after fchown, which clears setuid
-            f.write(text)
+            f.write(_encoded(text))
         os.replace(tmp, target)
     except BaseException:
         try:

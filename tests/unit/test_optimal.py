@@ -143,36 +143,45 @@ def test_optimal_allocations_of_the_project_ptx_are_proven(path, k):
             assert fr.extra["gap"] == 0.0
 
 
-def _small_corpus_files(count: int = 3, max_instructions: int = 200):
-    """The first corpus files (by path) all of whose functions are small and that spill at
-    K = 15 (so that the solver has work)."""
+def _small_corpus_functions(low: int = 40, high: int = 150):
+    """Per corpus source (its top directory: gpuocelot, nvcc, zluda ...), the first function
+    (files by path) of ``low`` to ``high`` instructions: at K = 15 the solver has work."""
     root = corpus_root()
     if root is None:
-        return [pytest.param(None, marks=pytest.mark.skip(reason="../shared/corpus is absent"))]
-    chosen = []
+        return [pytest.param(None, None,
+                             marks=pytest.mark.skip(reason="../shared/corpus is absent"))]
+    chosen = {}
     for entry in sorted(corpus_files(), key=lambda f: f["path"]):
-        if entry["lines"] > 1500:
+        source = entry["path"].split("/")[0]
+        if source in chosen:
             continue
         try:
             module = parse_file(str(root / entry["path"]))
         except Exception:
             continue
-        sizes = [len(CFG(fn).instrs) for fn in module.functions]
-        if sizes and max(sizes) <= max_instructions and max(sizes) >= 60:
-            chosen.append(pytest.param(entry["path"], id=entry["path"]))
-        if len(chosen) == count:
-            break
-    return chosen
+        for fn in module.functions:
+            if low <= len(CFG(fn).instrs) <= high:
+                chosen[source] = pytest.param(entry["path"], fn.name,
+                                              id=f"{entry['path']}:{fn.name}")
+                break
+    return list(chosen.values())
 
 
 @pytest.mark.corpus
 @pytest.mark.parametrize("k", [15, 24])
-@pytest.mark.parametrize("path", _small_corpus_files())
-def test_optimal_allocations_of_small_corpus_functions_are_proven(path, k):
+@pytest.mark.parametrize("path,function", _small_corpus_functions())
+def test_optimal_allocations_of_small_corpus_functions_are_proven(path, function, k):
+    """One function per corpus source, alone in its module as ``grade`` allocates it."""
+    from ptxalloc.grade import alone
+
     module = parse_file(str(corpus_root() / path))
-    res = allocate_module(module, k, "optimal", verify=True,
-                          options=Options(allocator="optimal", time_limit=5))
+    res = allocate_module(alone(module, module.function(function)), k, "optimal",
+                          verify=True, options=Options(allocator="optimal", time_limit=5))
     assert_verified(res)
+    fr, = res.functions
+    assert 0 <= fr.extra["lower_bound"] <= fr.extra["spill_cost"] + 1e-9
+    if fr.extra["optimal"]:
+        assert fr.extra["gap"] == 0.0
 
 
 def test_grade_through_the_cli_puts_every_heuristic_at_or_above_the_optimum(tmp_path, capsys):
