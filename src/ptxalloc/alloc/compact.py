@@ -240,8 +240,6 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
     found = None
     partners = _move_partners(p)
     for nodes, best_fit in ((order, False), (order, True), (wide_first, True)):
-        if best <= lower_bound:
-            break                              # MaxLive reached: no coloring does better
         start = _greedy(p, nodes, best_fit, partners)
         if start is not None:
             hw = high_water(p, start)
