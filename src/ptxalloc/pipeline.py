@@ -18,11 +18,13 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from .alloc.driver import FunctionResult, Options, allocate_function
-from .alloc.output import mark_scheduled, neutral
+from .alloc.output import mark_recomputed, mark_scheduled, neutral
 from .analysis.sources import source_files
 from .errors import AllocationError, InternalError, UsageError
 from .ir.instruction import Raw
 from .ir.module import Module
+from .ir.recompute import record_lines
+from .passes.recompute import recompute_function
 from .passes.schedule import schedule_function
 from .ptx import emit_function, emit_module
 from .ptx.parser import parse
@@ -80,6 +82,13 @@ def wants_schedule(options: Options) -> bool:
     return bool(resolve(options.knobs)["schedule"])
 
 
+def wants_recompute(options: Options) -> bool:
+    """Whether cheap values are recomputed at their uses first: the knob ``recompute``
+    (:mod:`ptxalloc.passes.recompute`)."""
+    from .alloc.knobs import resolve
+    return bool(resolve(options.knobs)["recompute"])
+
+
 def check_registers(registers) -> None:
     """``registers`` is None, 'auto', 'seed' or a count from 1 to 255."""
     if registers in (None, "auto", "seed"):
@@ -124,9 +133,13 @@ def allocate_module(module: Module, registers: int | str | None = None,
     decls = [it.text for it in module.items if type(it) is Raw]
     files = source_files(module)
     schedule = wants_schedule(options)
+    recompute = wants_recompute(options)
     for original in fns:
-        scheduled = schedule_function(original) if schedule else None
-        fn = scheduled.function if scheduled else original
+        # the passes before allocation, in order: each one's output is the next one's input
+        recomputed = recompute_function(original) if recompute else None
+        fn = recomputed.function if recomputed else original
+        scheduled = schedule_function(fn) if schedule else None
+        fn = scheduled.function if scheduled else fn
         limit = budgets[fn.name]
         if registers == "auto":
             budget = auto_budget(fn, sm, options.knobs, limit)
@@ -140,6 +153,9 @@ def allocate_module(module: Module, registers: int | str | None = None,
         if scheduled:
             mark_scheduled(res.function, scheduled.order)
             res.extra["schedule"] = scheduled.report()
+        if recomputed:
+            mark_recomputed(res.function, record_lines(recomputed.records, recomputed.dead))
+            res.extra["recompute"] = recomputed.report()
         res.extra["spills"] = explain_spills(fn, res, sm, files)
         res.extra["occupancy"] = occupancy(sm, res.registers, block_size(fn.directives)).as_dict()
         res.text = emit_function(res.function, res.names.__getitem__)

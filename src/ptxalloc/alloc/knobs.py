@@ -18,12 +18,14 @@ RematParamLoads                               -         1  rematerialize kernel 
 SpillReloadFromRegister                       -         1  a reload of a value still in a register: mov
 SpillDeadStores                               -         1  remove stores no reload reads
 schedule                                      -         0  ptxalloc's own: 1 = schedule first
+recompute                                     -         1  ptxalloc's own: recompute at the use
 ========================================  =====  ========  =====================================
 
 ``RematParamLoads`` and the other switches of the passes around the allocator (issue 13) are
 ptxalloc's own, for every allocator: 1 on, 0 off. ``schedule`` is not a fat-point knob either:
 it switches ptxalloc's pressure-aware scheduling before allocation
-(:mod:`ptxalloc.passes.schedule`) for every allocator.
+(:mod:`ptxalloc.passes.schedule`) for every allocator; ``recompute`` its recomputation of cheap
+values, addresses and predicates at their uses (:mod:`ptxalloc.passes.recompute`).
 
 Two decisions (docs/decisions.md, "Fat-point allocator"):
 
@@ -97,6 +99,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("schedule", None, 0, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 0 = off", maximum=1, scope="all"),
+    Knob("recompute", None, 1, True, 0,
+         "ptxalloc's own: 1 = cheap values, addresses and predicates recomputed at their uses "
+         "before allocation (passes/recompute.py), 0 = off", maximum=1, scope="all"),
 )}
 
 

@@ -170,3 +170,13 @@ def mark_scheduled(fn: Function, order: list[int]) -> None:
     header = fn.body[0]
     fn.body[0] = Raw(COMMENT, header.text + " schedule=1", header.line)
     fn.body[1:1] = [Raw(COMMENT, line) for line in schedule_lines(order)]
+
+
+def mark_recomputed(fn: Function, lines: list[str]) -> None:
+    """Mark the allocated function ``fn`` (its first statement the header) as allocated from
+    the original rewritten by recomputation at the use: ``recompute=1`` in the header, the
+    ``//@recompute``/``//@dead`` ``lines`` (:func:`ptxalloc.ir.recompute.record_lines`) right
+    after it."""
+    header = fn.body[0]
+    fn.body[0] = Raw(COMMENT, header.text + " recompute=1", header.line)
+    fn.body[1:1] = [Raw(COMMENT, line) for line in lines]

@@ -24,7 +24,10 @@ tuples, which registers an asynchronous instruction keeps using), and nothing of
 
 A scheduled allocation (``schedule=1`` in the header) is proven against the original with its
 instructions in the order its ``//@schedule`` lines record, once :mod:`.schedule` has validated
-that order as a dependence-respecting permutation of the original (docs/checker.md).
+that order as a dependence-respecting permutation of the original (docs/checker.md). A
+recomputed one (``recompute=1``) is proven against the original rewritten as its
+``//@recompute``/``//@dead`` lines say, once :mod:`.recompute` has proven the rewriting
+equivalent (before the schedule, which orders the rewritten function).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from .liveness import liveness
 from .locations import Locations
 from .matching import Matcher
 from .messages import Messages
+from .recompute import recomputed_original
 from .schedule import scheduled_original
 
 __all__ = ["FunctionProof", "FunctionChecker", "check_function", "read_header",
@@ -113,6 +117,9 @@ def check_function(original: Function, allocated: Function,
         header = read_header(allocated)
         if header is None:
             raise CheckerInputError(f"function '{allocated.name}' carries no //@ptxalloc header")
+    if header.get("recompute") == "1":
+        # proven against the original rewritten by its records, once they are proven
+        original = recomputed_original(original, allocated)
     if header.get("schedule") == "1":
         # proven against the original in the recorded order, once that order is validated
         original = scheduled_original(original, allocated)

@@ -57,7 +57,8 @@ class Header(NamedTuple):
     """What the proof reads from the header: budget K (1..255), the register-name stem, the
     spill array (None when there is none) and its frame in bytes, whether ``abi=1``, whether
     ``schedule=1`` (the function was allocated from the original reordered as its
-    ``//@schedule`` lines say: :mod:`.schedule`)."""
+    ``//@schedule`` lines say: :mod:`.schedule`), whether ``recompute=1`` (allocated from the
+    original rewritten as its ``//@recompute`` and ``//@dead`` lines say: :mod:`.recompute`)."""
 
     budget: int
     stem: str
@@ -67,6 +68,7 @@ class Header(NamedTuple):
     allocator: str
     arch: str
     scheduled: bool = False
+    recomputed: bool = False
 
     @classmethod
     def parse(cls, fields: dict[str, str], where: str) -> "Header":
@@ -85,4 +87,5 @@ class Header(NamedTuple):
             raise CheckerInputError(f"{where}: bad frame size '{fields['frame']}'")
         return cls(budget, fields["stem"], fields.get("spill") or None, frame,
                    fields.get("abi") == "1", fields.get("allocator", "?"),
-                   fields.get("arch", "?"), fields.get("schedule") == "1")
+                   fields.get("arch", "?"), fields.get("schedule") == "1",
+                   fields.get("recompute") == "1")

@@ -37,6 +37,7 @@ from .header import (ANNOTATION, EARLIER_HEADER, HEADER, REMOVED, SERIALIZE,
 from .locations import CLASS_BITS, CLASS_FAMILY, Locations
 from .messages import Messages, first_diff
 from .placements import Placements
+from ..ir.recompute import DEAD, RECOMPUTE
 from .schedule import SCHEDULE
 
 
@@ -71,6 +72,7 @@ class Matcher:
         self.frame = header.frame
         self.abi = header.abi
         self.scheduled = header.scheduled
+        self.recomputed = header.recomputed
         self.locs = locs
         self.msgs = msgs
         self.fail_at = msgs.fail_at
@@ -196,7 +198,8 @@ class Matcher:
                     else:
                         adirs.append(text)
                 elif s.kind == COMMENT and s.text.startswith("//@") and not s.text.startswith(
-                        HEADER) and not (self.scheduled and s.text.startswith(SCHEDULE)):
+                        HEADER) and not (self.scheduled and s.text.startswith(SCHEDULE)) \
+                        and not (self.recomputed and s.text.startswith((RECOMPUTE, DEAD))):
                     raise VerificationError(f"{self.where_fn()}, line {s.line}: unknown "
                                             f"annotation '{s.text}'")
                 elif (s.kind == COMMENT and s.text.startswith(EARLIER_HEADER)
