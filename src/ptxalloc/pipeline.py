@@ -89,6 +89,16 @@ def wants_recompute(options: Options) -> bool:
     return bool(resolve(options.knobs)["recompute"])
 
 
+def before_allocation(original, options: Options):
+    """The passes before allocation that the knobs switch on, in order, each one's output the
+    next one's input: recomputation at the use, then scheduling. Returns the function to
+    allocate and each pass's result (None where it was off or changed nothing)."""
+    recomputed = recompute_function(original) if wants_recompute(options) else None
+    fn = recomputed.function if recomputed else original
+    scheduled = schedule_function(fn) if wants_schedule(options) else None
+    return (scheduled.function if scheduled else fn), recomputed, scheduled
+
+
 def check_registers(registers) -> None:
     """``registers`` is None, 'auto', 'seed' or a count from 1 to 255."""
     if registers in (None, "auto", "seed"):
@@ -132,14 +142,8 @@ def allocate_module(module: Module, registers: int | str | None = None,
     texts = {}
     decls = [it.text for it in module.items if type(it) is Raw]
     files = source_files(module)
-    schedule = wants_schedule(options)
-    recompute = wants_recompute(options)
     for original in fns:
-        # the passes before allocation, in order: each one's output is the next one's input
-        recomputed = recompute_function(original) if recompute else None
-        fn = recomputed.function if recomputed else original
-        scheduled = schedule_function(fn) if schedule else None
-        fn = scheduled.function if scheduled else fn
+        fn, recomputed, scheduled = before_allocation(original, options)
         limit = budgets[fn.name]
         if registers == "auto":
             budget = auto_budget(fn, sm, options.knobs, limit)
