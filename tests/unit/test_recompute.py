@@ -148,7 +148,7 @@ def test_triton_matmul_maxlive_falls():
 @pytest.mark.parametrize("path", [LOOP, TRITON / "sm80_matmul.ptx", TRITON / "sm80_softmax.ptx",
                                   TRITON / "sm80_layer_norm.ptx",
                                   TRITON / "attn_fwd_tma_64x64_d64.ptx"], ids=lambda p: p.name)
-@pytest.mark.parametrize("allocator,k", [("briggs", 64), ("fatpoint", 255)])
+@pytest.mark.parametrize("allocator,k", [("briggs", 128), ("fatpoint", 255)])
 def test_recomputed_allocations_are_proven_and_assemble(path, allocator, k):
     if not ptxas.available():
         pytest.skip("ptxas is not on the PATH")
