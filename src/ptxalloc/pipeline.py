@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from .alloc.driver import FunctionResult, Options, allocate_function
 from .alloc.output import mark_recomputed, mark_scheduled, neutral
+from .analysis import pressure_of
 from .analysis.sources import source_files
 from .errors import AllocationError, InternalError, UsageError
 from .ir.instruction import Raw
@@ -154,6 +155,11 @@ def allocate_module(module: Module, registers: int | str | None = None,
         else:
             res = allocate_function(fn, sm, limit.registers, options, decls)
             res.extra["budget_from"] = limit.source
+        if fn is not original:
+            # MaxLive is the function as written (what analyze reports); the passes' output
+            # is what max_live_legalized measures
+            written = pressure_of(original)
+            res.max_live, res.max_live_predicates = written.max_live, written.max_preds
         if scheduled:
             mark_scheduled(res.function, scheduled.order)
             res.extra["schedule"] = scheduled.report()

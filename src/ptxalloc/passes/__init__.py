@@ -12,4 +12,8 @@ pipeline order (:func:`ptxalloc.alloc.driver.allocate_function` calls them).
 5. :mod:`schedule` — register-pressure-aware list scheduling within blocks, off by default
    (seed 002 "Instruction Scheduling Interaction"; ``--knob schedule=1``), run by :func:`ptxalloc.pipeline.allocate_module` before the others and
    validated by :mod:`ptxalloc.verify.schedule` (a dependence-respecting permutation).
+6. :mod:`recompute` — cheap values, addresses and predicates recomputed right before their uses
+   (seed 002 "Rematerialization"; on by default, ``--knob recompute=0``), run by
+   :func:`ptxalloc.pipeline.before_allocation` first of all and proven by
+   :mod:`ptxalloc.verify.recompute` (available expressions).
 """

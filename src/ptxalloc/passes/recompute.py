@@ -1,6 +1,7 @@
 """Recomputation at the use before allocation: addresses formed at the access, cheap values and
 predicates rematerialized where they are read (seed 002 "Rematerialization" and its cost
-model; issue 13, /work/shared/notes/where-ptxas-wins.md transformations (v) and (i)).
+model; issue 13: transformations (v), address formation at the access, and (i), cheap
+rematerialization, of its measurement of where ptxas wins).
 
 Triton and LLVM compute an address, an offset or a predicate once and keep it live across a
 loop until the access that reads it; ptxas forms such a value right before the access, from
