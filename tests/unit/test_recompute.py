@@ -160,3 +160,12 @@ def test_recomputed_allocations_are_proven_and_assemble(path, allocator, k):
     arch = parse(text, str(path)).sm or "sm_80"
     out = ptxas.assemble(res.ptx, "sm_90a" if arch.startswith("sm_90") else arch)
     assert out.ok, out.output
+
+
+def test_an_old_abi_result_is_never_dead():
+    """``.func (.reg .u32 %ret)``: the caller reads %ret at ``ret``, no instruction does."""
+    fn = parse_file(str(DATA / "hand" / "old_abi_call.ptx")).functions[0]
+    d = index_of(fn, "add.u32 %ret, %t, %a;")
+    with pytest.raises(VerificationError, match="not a dead pure instruction"):
+        check_recomputation(fn, apply_recomputations(fn, [], [d]))
+    assert all(r.define != d for r in plan(fn)[0])

@@ -132,9 +132,11 @@ def plan(fn: Function) -> tuple[list[Recompute], list[int]]:
             ndefs[d] += 1
         for u in ins.uses:
             uses_at.setdefault(u, []).append(i)
+    # old-ABI ``.reg`` parameters and results: the caller reads a result at ``ret``
+    bound = {p.vid for p in fn.params + fn.returns if p.space == "reg" and p.vid >= 0}
     define: dict[int, int] = {}          # candidate value -> its defining instruction
     for i, ins in enumerate(instrs):
-        if ins.defs and ndefs[ins.defs[0]] == 1 and ins.defs[0] in uses_at and cheap(ins) \
+        if ins.defs and ndefs[ins.defs[0]] == 1 and ins.defs[0] not in bound and ins.defs[0] in uses_at and cheap(ins) \
                 and (regs.vec[ins.defs[0]] == 0) and regs.classes[ins.defs[0]] != RegClass.B128:
             define[ins.defs[0]] = i
     if not define:

@@ -16,7 +16,8 @@ bodies are walked together:
   a read of an original register ``%v`` (an operand, an address register or the guard) may read
   a fresh register ``%n`` of the same type instead — a *substitution*;
 * an original instruction the rewritten body lacks is *dead*: it must be pure, and no rewritten
-  instruction may read what it defines; labels, directives and every other statement stay.
+  instruction may read what it defines, nor may it define an old-ABI ``.reg`` result (the
+  caller reads those at ``ret``); labels, directives and every other statement stay.
 
 Then on the original with the inserted instructions added (the dead ones kept) a forward
 must-dataflow computes, before every instruction, which register holds which expression: an
@@ -111,7 +112,11 @@ def check_recomputation(original: Function, rewritten: Function) -> None:
         return f"function '{name}', line {ins.line} '{ins.render(rnames.__getitem__)}'"
 
     fresh_defs: dict[int, int] = {}
+    # old-ABI ``.reg`` results are read by the caller at ``ret``: never dead
     read_in_rewritten = 0
+    for p in original.returns:
+        if p.space == "reg" and p.vid >= 0:
+            read_in_rewritten |= 1 << p.vid
     for s in rewritten.body:
         if type(s) is Instruction:
             for d in s.defs:
