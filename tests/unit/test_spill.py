@@ -29,7 +29,10 @@ HDR = (".version 7.0\n.target sm_80\n.address_size 64\n\n"
 
 #: the kernels below load their values from parameters, which are rematerialized by default
 #: (spill/remat.py); the tests of spill code switch that off so that the values are spilled
-RELOAD_PARAMS = {"RematParamLoads": 0}
+#: and the spill tests allocate the programs as written: no recomputation at the use
+#: (passes/recompute.py), which would take the pressure they are built to have away
+AS_WRITTEN = {"recompute": 0}
+RELOAD_PARAMS = {"RematParamLoads": 0, **AS_WRITTEN}
 #: ... and the clean-ups after allocation (spill/lazy.py) off too, for the tests of the rewrite's
 #: own stores and reloads
 PLAIN_SPILL = {**RELOAD_PARAMS, "SpillReloadFromRegister": 0, "SpillDeadStores": 0}
@@ -173,7 +176,7 @@ def test_stores_follow_definitions_and_reloads_precede_uses():
 # -- rematerialization --------------------------------------------------------------------
 
 def test_constant_is_rematerialized_not_reloaded():
-    res = allocate(SPILL, registers=3)
+    res = allocate(SPILL, registers=3, knobs=AS_WRITTEN)
     fr = res.functions[0]
     text = fr.text
     assert re.search(r"mov\.u32\s+%R\d+, 42;\s*//@remat %r10#\d+", text), text
@@ -269,7 +272,7 @@ def test_remat_candidates():
 @pytest.mark.parametrize("name,k", [("hand/many_preds.ptx", 15), ("hand/many_preds.ptx", 64),
                                     ("pressure_sm80.ptx", 15), ("pressure_sm80.ptx", 255)])
 def test_predicates_beyond_p6_spill_through_selp_and_setp(name, k):
-    res = allocate((DATA / name).read_text(), registers=k)
+    res = allocate((DATA / name).read_text(), registers=k, knobs=AS_WRITTEN)
     text = res.ptx
     pspill = re.findall(r"^\s*selp\.u32\s+%R\d+, 1, 0, %P([0-6]);\s*//@pspill %p\w+#\d+", text,
                         re.M)

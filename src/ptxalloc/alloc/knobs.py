@@ -20,6 +20,7 @@ SpillDeadStores                               -         1  remove stores no relo
 schedule                                      -         0  ptxalloc's own: 1 = schedule first
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
+recompute                                     -         1  ptxalloc's own: recompute at the use
 ========================================  =====  ========  =====================================
 
 ``RematParamLoads`` and the other switches of the passes around the allocator (issue 13) are
@@ -27,7 +28,9 @@ ptxalloc's own, for every allocator: 1 on, 0 off. ``schedule`` is not a fat-poin
 it switches ptxalloc's pressure-aware scheduling before allocation
 (:mod:`ptxalloc.passes.schedule`) for every allocator. ``hoist`` and ``promote`` switch the
 two pre-passes of seed 004's pipeline, HoistInvariants (:mod:`ptxalloc.passes.hoist`) and
-ConvertMemoryToRegisterOrUniform (:mod:`ptxalloc.passes.promote`), likewise for every allocator.
+ConvertMemoryToRegisterOrUniform (:mod:`ptxalloc.passes.promote`), likewise for every allocator;
+``recompute`` its recomputation of cheap values, addresses and predicates at their uses
+(:mod:`ptxalloc.passes.recompute`).
 
 Two decisions (docs/decisions.md, "Fat-point allocator"):
 
@@ -109,6 +112,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "ptxalloc's own: 1 = function-local .local arrays accessed at constant offsets "
          "promoted to registers before allocation (ptxas's ConvertMemoryToRegisterOrUniform, "
          "passes/promote.py), 0 = off", maximum=1, scope="all"),
+    Knob("recompute", None, 1, True, 0,
+         "ptxalloc's own: 1 = cheap values, addresses and predicates recomputed at their uses "
+         "before allocation (passes/recompute.py), 0 = off", maximum=1, scope="all"),
 )}
 
 

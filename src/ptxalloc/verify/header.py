@@ -58,7 +58,9 @@ class Header(NamedTuple):
     spill array (None when there is none) and its frame in bytes, whether ``abi=1``, whether
     ``schedule=1`` (the function was allocated from the original reordered as its
     ``//@schedule`` lines say: :mod:`.schedule`), ``hoist=1`` and ``promote=1`` (likewise for
-    the ``//@hoist`` lines, :mod:`.hoist`, and the ``//@promote`` lines, :mod:`.promote`)."""
+    the ``//@hoist`` lines, :mod:`.hoist`, and the ``//@promote`` lines, :mod:`.promote`),
+    ``recompute=1`` (the original rewritten as its ``//@recompute`` and ``//@dead`` lines say:
+    :mod:`.recompute`)."""
 
     budget: int
     stem: str
@@ -70,6 +72,7 @@ class Header(NamedTuple):
     scheduled: bool = False
     hoisted: bool = False
     promoted: bool = False
+    recomputed: bool = False
 
     @classmethod
     def parse(cls, fields: dict[str, str], where: str) -> "Header":
@@ -89,4 +92,5 @@ class Header(NamedTuple):
         return cls(budget, fields["stem"], fields.get("spill") or None, frame,
                    fields.get("abi") == "1", fields.get("allocator", "?"),
                    fields.get("arch", "?"), fields.get("schedule") == "1",
-                   fields.get("hoist") == "1", fields.get("promote") == "1")
+                   fields.get("hoist") == "1", fields.get("promote") == "1",
+                   fields.get("recompute") == "1")
