@@ -19,7 +19,8 @@ from ptxalloc.errors import AllocationError
 from ptxalloc.pipeline import allocate
 
 K = 24
-OFF = {"RematParamLoads": 0, "SpillReloadFromRegister": 0, "SpillDeadStores": 0}
+OFF = {"RematParamLoads": 0, "SpillReloadFromRegister": 0, "SpillDeadStores": 0,
+       "SpillSplitRegions": 0, "SpillSplitLoops": 0}
 
 
 def _sample() -> list:

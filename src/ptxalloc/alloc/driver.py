@@ -54,6 +54,7 @@ from ..spill.remat import COMPUTE_COST, remat_candidates
 from ..spill.rewrite import SpillState, rewrite_spills
 from ..spill.saves import insert_call_saves, insert_callee_saves
 from ..spill.slots import assign_slots
+from ..spill.split import SplitPlan, plan_splits
 from ..target.abi import Convention
 from ..target.sm import SMProfile
 from ..target.units import GPR, PRED, RegFile, Shape, vreg_shape
@@ -323,7 +324,20 @@ def _spill(a: Allocation, remat: dict) -> None:
                     a.relief_precolored[v] = place + problem.offset[v]
         to_spill.update(members)
     if to_spill:
-        a.work = rewrite_spills(a.work, to_spill, remat, a.state)
+        a.work = rewrite_spills(a.work, to_spill, remat, a.state, _split_plan(a, to_spill, remat))
+
+
+def _split_plan(a: Allocation, to_spill: set[int], remat: dict) -> SplitPlan | None:
+    """The live-range splitting of the registers about to be spilled (:mod:`ptxalloc.spill.split`,
+    knobs ``SpillSplitRegions`` and ``SpillSplitLoops``): run temporaries are never split again,
+    rematerializable registers are recomputed instead."""
+    switches = knob_table.resolve(a.options.knobs)
+    regions, loops = bool(switches["SpillSplitRegions"]), bool(switches["SpillSplitLoops"])
+    if not (regions or loops):
+        return None
+    keep_out = set(remat) | set(a.state.home)
+    limit = a.budget - a.regfile.reserved.bit_count() / 2
+    return plan_splits(a.analysis, to_spill, keep_out, limit, regions=regions, loops=loops)
 
 
 # -- 3. compact -------------------------------------------------------------------------------
