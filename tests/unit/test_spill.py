@@ -418,11 +418,12 @@ def test_two_uses_in_a_row_reload_once():
 
 
 def test_without_lazy_reload_the_second_reload_stays(monkeypatch):
-    """The same kernel with the redundant-reload pass switched off reloads twice: the pass,
-    not the rewrite, removes the second reload."""
+    """The same kernel with the redundant-reload pass and live-range splitting switched off
+    reloads twice: the pass, not the rewrite, removes the second reload."""
     import ptxalloc.alloc.driver as driver
     monkeypatch.setattr(driver, "remove_redundant_spill_code", lambda *a, **k: set())
-    res = allocate(LAZY, registers=4, verify=False, knobs=RELOAD_PARAMS)
+    res = allocate(LAZY, registers=4, verify=False,
+                   knobs={**RELOAD_PARAMS, "SpillSplitRegions": 0, "SpillSplitLoops": 0})
     assert res.functions[0].text.count("//@reload %r1#") == 2
 
 
@@ -432,7 +433,11 @@ GUARDED = (DATA / "hand" / "guarded_def.ptx")
 
 
 def _guarded(**knobs):
-    return allocate(GUARDED.read_text(), registers=3, knobs={**RELOAD_PARAMS, **knobs})
+    """The clean-ups after allocation on their own: live-range splitting (which leaves them
+    less to do here) off."""
+    return allocate(GUARDED.read_text(), registers=3,
+                    knobs={**RELOAD_PARAMS, "SpillSplitRegions": 0, "SpillSplitLoops": 0,
+                           **knobs})
 
 
 def test_reload_of_a_value_still_in_a_register_becomes_a_move():

@@ -10,8 +10,7 @@ temporary.
 
 * **Around uses** (knob ``SpillSplitRegions``): within a block, consecutive uses of the value
   share one temporary — reloaded once before the first, or the one its definition wrote —
-  as long as no instruction strictly between two of them has a pressure above the register
-  file (the value was live there already, so keeping it in a register there adds nothing).
+  as long as the temporary fits at every instruction from one occurrence up to the next.
 * **At loop boundaries** (knob ``SpillSplitLoops``): a value live into a loop that never
   defines it, where no instruction of the loop (nor the end of its preheader) is over the
   register file, is reloaded once at the end of the preheader and every use in the loop reads
@@ -190,8 +189,8 @@ def _plan_regions(analysis: FunctionAnalysis, cand: set[int], room, take, units,
                     continue
                 cur = open_run.get(v)
                 width = units[v] / 2
-                if cur is not None and room(cur[0] + 1, i, width):
-                    take(range(cur[0] + 1, i), width)
+                if cur is not None and room(cur[0], i, width):
+                    take(range(cur[0], i), width)
                     cur[1].append(id(ins))
                     open_run[v] = (i, cur[1])
                 else:
