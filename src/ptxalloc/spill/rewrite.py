@@ -82,20 +82,19 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
         elif v not in home:
             state.slot_size[value_slot(v)] = build.width_bytes(regs, v)
 
-    def run_temporary(v: int, run: int) -> tuple[int, bool]:
-        """The run's temporary, and whether it is new."""
+    def run_temporary(v: int, run: int) -> int:
+        """The temporary of ``run`` (a run of register ``v``), made on first sight."""
         t = run_temp.get(run)
-        if t is not None:
-            return t, False
-        t = run_temp[run] = regs.like(v, f"{regs.names[v]}$r")
-        origin_of[t] = origin_of.get(v, v)
-        home[t] = state.slot(v)
-        return t, True
+        if t is None:
+            t = run_temp[run] = regs.like(v, f"{regs.names[v]}$r")
+            origin_of[t] = origin_of.get(v, v)
+            home[t] = state.slot(v)
+        return t
 
     def loop_reloads(s: Instruction) -> list[Instruction]:
         got = []
         for v, run in plan.loop_reloads.get(id(s), ()):
-            t, _ = run_temporary(v, run)
+            t = run_temporary(v, run)
             got.append(_restore(regs, v, t, remat, state, s.line))
         return got
 
@@ -132,8 +131,8 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
                 continue
             run = run_of.get((id(s), v))
             if run is not None:
-                t, new = run_temporary(v, run)
-                if new and v in hit_uses:
+                t = run_temporary(v, run)
+                if (id(s), v) in plan.reload_at:
                     reload.append(v)
             else:
                 t = regs.like(v, f"{regs.names[v]}$s")

@@ -8,9 +8,10 @@ stretch somewhere in its live range, that is more memory traffic than needed. Th
 plans, for each register about to be spilled, *runs*: groups of its occurrences served by one
 temporary.
 
-* **Around uses** (knob ``SpillSplitRegions``): within a block, consecutive uses of the value
-  share one temporary — reloaded once before the first, or the one its definition wrote —
-  as long as the temporary fits at every instruction from one occurrence up to the next.
+* **Around uses** (knob ``SpillSplitRegions``): along a block, and on into a following block
+  that has no other way in (an extended block), consecutive uses of the value share one
+  temporary — reloaded once before the first, or the one its definition wrote — as long as the
+  temporary fits at every instruction from one occurrence up to the next.
 * **At loop boundaries** (knob ``SpillSplitLoops``): a value live into a loop that never
   defines it, where no instruction of the loop (nor the end of its preheader) is over the
   register file, is reloaded once at the end of the preheader and every use in the loop reads
@@ -41,11 +42,13 @@ class SplitPlan:
     occurrence of ``reg`` at ``instr`` belongs to (an occurrence in no run is spilled
     everywhere); ``loop_reloads[id(instr)]`` lists ``(reg, run)`` reloads placed at the end
     of a preheader: before ``instr`` when it is the preheader's terminator, after it
-    otherwise (``after``)."""
+    otherwise (``after``); ``reload_at`` holds the occurrences (as in ``run_of``) where a run
+    starts with a reload."""
 
     run_of: dict[tuple[int, int], int] = field(default_factory=dict)
     loop_reloads: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     after: set[int] = field(default_factory=set)
+    reload_at: set[tuple[int, int]] = field(default_factory=set)
     runs: int = 0
 
     def new_run(self) -> int:
@@ -176,9 +179,23 @@ def _plan_loops(analysis: FunctionAnalysis, cand: set[int], room, take, units,
 
 def _plan_regions(analysis: FunctionAnalysis, cand: set[int], room, take, units,
                   plan: SplitPlan) -> None:
-    for b in analysis.cfg.blocks:
-        open_run: dict[int, tuple[int, list]] = {}      # v -> (last instruction id, events)
-        runs: list[list] = []
+    """Runs of consecutive occurrences along an extended block: a block whose only
+    predecessor is ``p`` continues the runs open at the end of ``p`` (the temporary is
+    defined on the only way in)."""
+    cfg = analysis.cfg
+    blocks = cfg.blocks
+    exit_state: dict[int, dict] = {}
+    runs: list[tuple[int, list, bool]] = []          # (register, events, starts with a use)
+    order = cfg.rpo + [b.id for b in blocks if not b.reachable]
+    for bid in order:
+        b = blocks[bid]
+        # v -> (ranges passed and not yet taken, last occurrence's id, the run's events)
+        open_run: dict[int, tuple[list, int, list]] = {}
+        if bid != 0 and len(b.preds) == 1 and b.preds[0] in exit_state:
+            p = blocks[b.preds[0]]
+            p_end = p.first + len(p.instrs)
+            for v, (passed, last, events) in exit_state[b.preds[0]].items():
+                open_run[v] = (passed + [(last, p_end)], b.first, events)
         for k, ins in enumerate(b.instrs):
             i = b.first + k
             used = [u for u in dict.fromkeys(ins.uses) if u in cand]
@@ -189,22 +206,28 @@ def _plan_regions(analysis: FunctionAnalysis, cand: set[int], room, take, units,
                     continue
                 cur = open_run.get(v)
                 width = units[v] / 2
-                if cur is not None and room(cur[0], i, width):
-                    take(range(cur[0], i), width)
-                    cur[1].append(id(ins))
-                    open_run[v] = (i, cur[1])
-                else:
-                    events = [id(ins)]
-                    runs.append([v, events])
-                    open_run[v] = (i, events)
+                if cur is not None:
+                    spans = cur[0] + [(cur[1], i)]
+                    if all(room(lo, hi, width) for lo, hi in spans):
+                        for lo, hi in spans:
+                            take(range(lo, hi), width)
+                        cur[2].append(id(ins))
+                        open_run[v] = ([], i, cur[2])
+                        continue
+                events = [id(ins)]
+                runs.append((v, events, True))
+                open_run[v] = ([], i, events)
             for v in defined:
                 open_run.pop(v, None)
                 if ins.guard < 0 and v not in ins.uses:
                     events = [id(ins)]
-                    runs.append([v, events])
-                    open_run[v] = (i, events)
-        for v, events in runs:
-            if len(events) > 1:
-                run = plan.new_run()
-                for i in events:
-                    plan.run_of[(i, v)] = run
+                    runs.append((v, events, False))
+                    open_run[v] = ([], i, events)
+        exit_state[bid] = open_run
+    for v, events, reloads in runs:
+        if len(events) > 1:
+            run = plan.new_run()
+            for i in events:
+                plan.run_of[(i, v)] = run
+            if reloads:
+                plan.reload_at.add((events[0], v))
