@@ -30,10 +30,10 @@ HDR = (".version 7.0\n.target sm_80\n.address_size 64\n\n"
 #: the kernels below load their values from parameters, which are rematerialized by default
 #: (spill/remat.py); the tests of spill code switch that off so that the values are spilled
 RELOAD_PARAMS = {"RematParamLoads": 0}
-#: ... and the clean-ups after allocation (spill/lazy.py) and live-range splitting
-#: (spill/split.py) off too, for the tests of the rewrite's own stores and reloads
+#: ... and the clean-ups after allocation (spill/lazy.py, spill/promote.py) and live-range
+#: splitting (spill/split.py) off too, for the tests of the rewrite's own stores and reloads
 PLAIN_SPILL = {**RELOAD_PARAMS, "SpillReloadFromRegister": 0, "SpillDeadStores": 0,
-               "SpillSplitRegions": 0, "SpillSplitLoops": 0}
+               "SpillSplitRegions": 0, "SpillSplitLoops": 0, "SpillSlotsToRegisters": 0}
 
 #: six parameters and a constant; ten values live at once (MaxLive 10)
 SPILL = HDR + """.visible .entry spill6(.param .u32 p0, .param .u32 p1, .param .u32 p2,
