@@ -288,8 +288,11 @@ def _analyse(a: Allocation) -> dict:
     param_loads = knob_table.resolve(a.options.knobs)["RematParamLoads"]
     remat = {v: d for v, d in remat_candidates(work, work.instructions(), param_loads).items()
              if v not in pinned and v not in info.precolored}
-    a.analysis = analysis = analyze_function(work, a.sm, {v: COMPUTE_COST for v in remat},
-                                             a.state.no_spill | pinned)
+    # a run temporary of live-range splitting is cheap to spill again: that only brings back
+    # the reloads the split saved (:mod:`ptxalloc.spill.split`)
+    cheap = {v: COMPUTE_COST for v in remat}
+    cheap.update((t, COMPUTE_COST) for t in a.state.home)
+    a.analysis = analysis = analyze_function(work, a.sm, cheap, a.state.no_spill | pinned)
     if a.result.rounds == 1:
         a.result.max_live_legalized = analysis.pressure.max_live
         a.result.max_live, a.result.max_live_predicates = (

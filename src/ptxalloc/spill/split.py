@@ -18,7 +18,9 @@ temporary.
   that temporary: in a register inside the loop, in memory across the code around it. The
   outermost such loop is chosen.
 
-A run's temporary is an ordinary register: it may be colored, or spilled in a later round. A
+A run's temporary is an ordinary register, given a low spill cost (spilling it again only
+brings back the reloads the run saved, as LLVM spills split products first): it may be
+colored, or spilled in a later round. A
 spilled run temporary does not get a slot of its own: its *home* is the slot of the value it
 was split from (``SpillState.home``), its reload is dropped and each of its uses reloads from
 that slot (:func:`ptxalloc.spill.rewrite.rewrite_spills`). The code is still only stores,
