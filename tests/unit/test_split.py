@@ -11,6 +11,7 @@ import pytest
 
 from conftest import assert_verified
 from ptxalloc import ptxas
+from ptxalloc.alloc import api
 from ptxalloc.analysis import analyze_function
 from ptxalloc.ir.cfg import CFG
 from ptxalloc.ir.edits import EditKind, value_slot
@@ -151,13 +152,14 @@ def test_a_run_temporary_spilled_again_keeps_the_home_slot():
     assert len(_accesses(again, r1, EditKind.SPILL)) == 1
 
 
+@pytest.mark.parametrize("allocator", api.names())
 @pytest.mark.parametrize("text", [LOOP, USES], ids=["loop", "uses"])
 @pytest.mark.parametrize("k", [3, 4, 5])
-def test_allocations_with_splitting_are_proven_and_assemble(text, k):
+def test_allocations_with_splitting_are_proven_and_assemble(text, k, allocator):
     knobs = {"RematParamLoads": 0}
-    res = allocate(text, registers=k, knobs=knobs)
+    res = allocate(text, registers=k, allocator=allocator, knobs=knobs)
     assert_verified(res)
-    off = allocate(text, registers=k, knobs={**knobs, **SPLIT_OFF})
+    off = allocate(text, registers=k, allocator=allocator, knobs={**knobs, **SPLIT_OFF})
     assert_verified(off)
     on_bytes = sum(f.spill_stores_bytes + f.spill_loads_bytes for f in res.functions)
     off_bytes = sum(f.spill_stores_bytes + f.spill_loads_bytes for f in off.functions)
