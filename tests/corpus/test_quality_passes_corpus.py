@@ -70,3 +70,20 @@ def test_zz_each_pass_fires_and_spill_bytes_do_not_grow():
         assert t["moves"] > 0, (allocator, t)
         assert t["stores_on"] < t["stores_off"], (allocator, t)     # dead stores removed
         assert t["on"] <= t["off"], (allocator, t)
+
+
+@pytest.mark.corpus
+def test_a_split_temporary_of_a_value_defined_twice_is_not_rematerialized():
+    """Regression: in deal.II's FEEvaluation::integrate at K = 15 (linear scan), a run
+    temporary of %r2 (defined twice in the input, once by ``mov.u32 %r2, %tid.y``) was spilled
+    again in a later round and rematerialized; the checker refused ``//@remat`` of a value with
+    two definitions. Run temporaries spill to their home slot instead."""
+    root = corpus_root()
+    if root is None:
+        pytest.skip("../shared/corpus is absent")
+    path = root / "ptx90parser/tests/sample/matrix_free_device_matrix_vector_01.1.sm_80.ptx"
+    name = ("_ZN6dealii8Portable12FEEvaluationILi2ELi1ELi2ELi1EdE9integrateENS_15"
+            "EvaluationFlags15EvaluationFlagsE")
+    res = allocate(path.read_text(), registers=15, allocator="linear", filename=str(path),
+                   function=name)
+    assert_verified(res)

@@ -286,8 +286,10 @@ def _analyse(a: Allocation) -> dict:
     registers with their definitions. The first round also records both MaxLives."""
     work, pinned, info = a.work, a.pinned, a.info
     param_loads = knob_table.resolve(a.options.knobs)["RematParamLoads"]
+    # a run temporary of live-range splitting spills to its home slot, never by recomputation:
+    # its value may have other definitions in the input (:mod:`ptxalloc.spill.split`)
     remat = {v: d for v, d in remat_candidates(work, work.instructions(), param_loads).items()
-             if v not in pinned and v not in info.precolored}
+             if v not in pinned and v not in info.precolored and v not in a.state.home}
     # a run temporary of live-range splitting is cheap to spill again: that only brings back
     # the reloads the split saved (:mod:`ptxalloc.spill.split`)
     cheap = {v: COMPUTE_COST for v in remat}
