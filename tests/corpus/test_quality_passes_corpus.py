@@ -87,3 +87,18 @@ def test_a_split_temporary_of_a_value_defined_twice_is_not_rematerialized():
     res = allocate(path.read_text(), registers=15, allocator="linear", filename=str(path),
                    function=name)
     assert_verified(res)
+
+
+@pytest.mark.corpus
+def test_a_loop_reload_after_a_dropped_reload_is_kept():
+    """Regression: in parboil's spmv_jds_texture at K = 15 (linear scan), a loop's preheader
+    ended with the reload of a run temporary that a later round spilled again; dropping that
+    reload dropped the loop reload planned after it too, and the loop read its bound from a
+    register nothing had written (the checker refused it)."""
+    root = corpus_root()
+    if root is None:
+        pytest.skip("../shared/corpus is absent")
+    path = root / "gpuocelot/tests/ptx/parboil/spmv-main.ptx"
+    res = allocate(path.read_text(), registers=15, allocator="linear", filename=str(path),
+                   function="_Z16spmv_jds_texturePfPKfPKiS3_S1_S3_i")
+    assert_verified(res)

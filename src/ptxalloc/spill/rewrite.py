@@ -98,32 +98,20 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
             got.append(_restore(regs, v, t, remat, state, s.line))
         return got
 
-    body = []
-    for s in out.body:
-        if type(s) is not Instruction:
-            body.append(s)
-            continue
+    def rewritten(s: Instruction) -> list:
+        """What replaces instruction ``s`` (its loop reloads aside)."""
         o = s.origin
         if o is not None and o.slot is not None and (
                 (o.loads and s.defs[0] in spill and home.get(s.defs[0]) == o.slot) or
                 (o.stores and s.uses[0] in spill and home.get(s.uses[0]) == o.slot)):
-            continue            # a spilled run temporary's reload, or the store after its def
-        before = [] if id(s) in plan.after else loop_reloads(s)
+            return []           # a spilled run temporary's reload, or the store after its def
         hit_uses = [u for u in s.uses if u in spill]
         hit_defs = [d for d in s.defs if d in spill]
         if not hit_uses and not hit_defs:
-            body.extend(before)
-            body.append(s)
-            if id(s) in plan.after:
-                body.extend(loop_reloads(s))
-            continue
+            return [s]
         if hit_defs and all(d in remat for d in hit_defs) and not hit_uses \
                 and remat.get(hit_defs[0]) is s:
-            body.extend(before)
-            body.append(Removed(s, "remat"))
-            if id(s) in plan.after:
-                body.extend(loop_reloads(s))
-            continue
+            return [Removed(s, "remat")]
         temp: dict[int, int] = {}
         reload = []
         for v in hit_uses + hit_defs:
@@ -142,19 +130,25 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
                     reload.append(v)
             temp[v] = t
         line = s.line
-        body.extend(before)
-        for v in dict.fromkeys(reload):
-            body.append(_restore(regs, v, temp[v], remat, state, line))
+        got = [_restore(regs, v, temp[v], remat, state, line) for v in dict.fromkeys(reload)]
         new_ops = [op.map_regs(lambda r: Reg(temp[r.v], r.comp) if r.v in temp else r)
                    for op in s.ops]
         guard = temp.get(s.guard, s.guard) if s.guard >= 0 else -1
-        body.append(s.copy_with(new_ops, guard))
-        for v in dict.fromkeys(hit_defs):
-            if v in remat:
-                continue                        # recomputed at every use instead
-            body.append(_save(regs, v, temp[v], state, line))
-        if id(s) in plan.after:
+        got.append(s.copy_with(new_ops, guard))
+        got.extend(_save(regs, v, temp[v], state, line) for v in dict.fromkeys(hit_defs)
+                   if v not in remat)           # a rematerialized one is recomputed at uses
+        return got
+
+    body = []
+    for s in out.body:
+        if type(s) is not Instruction:
+            body.append(s)
+        elif id(s) in plan.after:               # the preheader's last instruction
+            body.extend(rewritten(s))
             body.extend(loop_reloads(s))
+        else:                                   # before the preheader's terminator, if any
+            body.extend(loop_reloads(s))
+            body.extend(rewritten(s))
     out.body = body
     return out
 
