@@ -18,7 +18,7 @@ from ptxalloc.ir.edits import EditKind, value_slot
 from ptxalloc.pipeline import allocate
 from ptxalloc.ptx import parse
 from ptxalloc.spill.rewrite import SpillState, rewrite_spills
-from ptxalloc.spill.split import plan_splits
+from ptxalloc.spill.split import SplitPlan, plan_splits
 from ptxalloc.target.sm import profile_for
 
 HDR = ".version 7.0\n.target sm_80\n.address_size 64\n\n"
@@ -180,3 +180,22 @@ def test_split_reload_before_the_loop_in_allocated_output():
         loop = re.split(r"\n\s*L:\s*\n", text, maxsplit=1)[1].split("bra", 1)[0]
         return loop.count("//@reload")
     assert in_loop_reloads(on) == 0 < in_loop_reloads(off)
+
+
+def test_a_loop_reload_after_a_dropped_reload_is_kept():
+    """The preheader ends with the reload of a run temporary that a later round spills again:
+    that reload is dropped, and a loop reload planned after it must stay (regression: it was
+    dropped with it, and the loop read a register nothing wrote)."""
+    out, state, fn = _spill(LOOP, ["%r1"], limit=16, regions=False)
+    (temp,) = list(state.home)
+    (preheader_end,) = [ins for ins in out.instructions() if temp in ins.defs]
+    r3 = _reg(fn, "%r3")
+    plan = SplitPlan()
+    run = plan.new_run()
+    plan.loop_reloads[id(preheader_end)] = [(r3, run)]
+    plan.after.add(id(preheader_end))
+    cfg = CFG(out)
+    preheader = cfg.block_of[cfg.instrs.index(preheader_end)]
+    again = rewrite_spills(out, {temp, r3}, {}, state, plan)
+    assert preheader_end not in again.instructions()
+    assert (preheader, 0) in _accesses(again, r3, EditKind.RELOAD)
