@@ -33,9 +33,10 @@ HDR = (".version 7.0\n.target sm_80\n.address_size 64\n\n"
 #: (passes/recompute.py), which would take the pressure they are built to have away
 AS_WRITTEN = {"recompute": 0}
 RELOAD_PARAMS = {"RematParamLoads": 0, **AS_WRITTEN}
-#: ... and the clean-ups after allocation (spill/lazy.py) off too, for the tests of the rewrite's
-#: own stores and reloads
-PLAIN_SPILL = {**RELOAD_PARAMS, "SpillReloadFromRegister": 0, "SpillDeadStores": 0}
+#: ... and the clean-ups after allocation (spill/lazy.py, spill/promote.py) and live-range
+#: splitting (spill/split.py) off too, for the tests of the rewrite's own stores and reloads
+PLAIN_SPILL = {**RELOAD_PARAMS, "SpillReloadFromRegister": 0, "SpillDeadStores": 0,
+               "SpillSplitRegions": 0, "SpillSplitLoops": 0, "SpillSlotsToRegisters": 0}
 
 #: six parameters and a constant; ten values live at once (MaxLive 10)
 SPILL = HDR + """.visible .entry spill6(.param .u32 p0, .param .u32 p1, .param .u32 p2,
@@ -420,11 +421,12 @@ def test_two_uses_in_a_row_reload_once():
 
 
 def test_without_lazy_reload_the_second_reload_stays(monkeypatch):
-    """The same kernel with the redundant-reload pass switched off reloads twice: the pass,
-    not the rewrite, removes the second reload."""
+    """The same kernel with the redundant-reload pass and live-range splitting switched off
+    reloads twice: the pass, not the rewrite, removes the second reload."""
     import ptxalloc.alloc.driver as driver
     monkeypatch.setattr(driver, "remove_redundant_spill_code", lambda *a, **k: set())
-    res = allocate(LAZY, registers=4, verify=False, knobs=RELOAD_PARAMS)
+    res = allocate(LAZY, registers=4, verify=False,
+                   knobs={**RELOAD_PARAMS, "SpillSplitRegions": 0, "SpillSplitLoops": 0})
     assert res.functions[0].text.count("//@reload %r1#") == 2
 
 
@@ -434,7 +436,11 @@ GUARDED = (DATA / "hand" / "guarded_def.ptx")
 
 
 def _guarded(**knobs):
-    return allocate(GUARDED.read_text(), registers=3, knobs={**RELOAD_PARAMS, **knobs})
+    """The clean-ups after allocation on their own: live-range splitting (which leaves them
+    less to do here) off."""
+    return allocate(GUARDED.read_text(), registers=3,
+                    knobs={**RELOAD_PARAMS, "SpillSplitRegions": 0, "SpillSplitLoops": 0,
+                           **knobs})
 
 
 def test_reload_of_a_value_still_in_a_register_becomes_a_move():

@@ -17,6 +17,9 @@ RegTgtCoeffC                                  -       0.3  linear occupancy mode
 RematParamLoads                               -         1  rematerialize kernel parameter loads
 SpillReloadFromRegister                       -         1  a reload of a value still in a register: mov
 SpillDeadStores                               -         1  remove stores no reload reads
+SpillSplitRegions                             -         1  one reload serves a block's run of uses
+SpillSplitLoops                               -         1  one reload before a loop serves its uses
+SpillSlotsToRegisters                         -         1  a slot with a register free: copies
 schedule                                      -         0  ptxalloc's own: 1 = schedule first
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
@@ -101,6 +104,16 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("SpillDeadStores", None, 1, True, 0,
          "1: spill stores that no reload reads are removed after allocation",
          maximum=1, scope="all"),
+    Knob("SpillSplitRegions", None, 1, True, 0,
+         "1: a spilled value's uses in a block share one reload where pressure allows "
+         "(split around uses, spill/split.py)", maximum=1, scope="all"),
+    Knob("SpillSplitLoops", None, 1, True, 0,
+         "1: a spilled value a loop reads but never writes is reloaded once before the loop "
+         "where the loop has room (split at loop boundaries, spill/split.py)",
+         maximum=1, scope="all"),
+    Knob("SpillSlotsToRegisters", None, 1, True, 0,
+         "1: after allocation, a spill slot whose whole live range has a register free "
+         "becomes copies to and from that register (spill/promote.py)", maximum=1, scope="all"),
     Knob("schedule", None, 0, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 0 = off", maximum=1, scope="all"),
