@@ -2,7 +2,10 @@
 MANIFEST.json): a sanity view, not an equality — ptxas allocates machine code after its own
 optimizations, ptxalloc measures the PTX as written.
 
-    python3 bench/maxlive_vs_ptxas.py
+    python3 bench/maxlive_vs_ptxas.py [--recompute]
+
+``--recompute``: MaxLive after recomputation at the use (``passes/recompute.py``, on by default
+in ``allocate``), the code the allocator colors.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from ptxalloc.target.sm import profile_for
 
 
 def main() -> int:
+    recompute = "--recompute" in sys.argv[1:]
+    if recompute:
+        from ptxalloc.passes.recompute import recompute_function
     root = corpus_root()
     pairs = []
     for f in manifest():
@@ -27,6 +33,9 @@ def main() -> int:
         module = parse_file(str(root / f["path"]))
         sm = profile_for(None, module.sm)
         for fn in module.functions:
+            if recompute:
+                r = recompute_function(fn)
+                fn = r.function if r else fn
             ml = analyze_function(fn, sm).pressure.max_live
             pairs.append((ml, used.get(fn.name)))
     buckets = [8, 16, 32, 64, 128, 256, 1024]

@@ -45,6 +45,7 @@ def measure(source: str, path: str, arch: str | None, budgets: list[int], alloca
     from ptxalloc.alloc.driver import Options, allocate_function
     from ptxalloc.errors import AllocationError
     from ptxalloc.ir.instruction import Raw
+    from ptxalloc.pipeline import pre_passes
     from ptxalloc.ptx import parse_file
     from ptxalloc.target.sm import profile_for
 
@@ -52,10 +53,13 @@ def measure(source: str, path: str, arch: str | None, budgets: list[int], alloca
     sm = profile_for(None, module.sm)
     arch = arch or ptxas.arch_for(module.sm)
     decls = [it.text for it in module.items if type(it) is Raw]
+    # the passes before allocation as the pipeline runs them (the knobs hoist, promote,
+    # recompute, schedule)
+    prepared = [pre_passes(fn, Options(knobs=dict(knobs)), decls)[0] for fn in module.functions]
     out: dict = {}
     for k in budgets:
         rows: dict = {fn.name: {} for fn in module.functions}
-        for fn in module.functions:
+        for fn in prepared:
             for alloc in allocators:
                 try:
                     r = allocate_function(fn, sm, k, Options(allocator=alloc, knobs=dict(knobs)),

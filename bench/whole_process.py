@@ -13,7 +13,9 @@ the checker and writing the output are all counted, as they are for a user. Per 
 * ``ptxalloc analyze F`` against the same ptxas time, on the files named by ``--analyze``
   (default: renderer.ptx and matrix_free, the goal's files) or on every file (``--analyze all``);
 
-and once: ``ptxalloc --version`` and ``ptxalloc parse`` of a 100-line file. It prints per-file
+and once: ``ptxalloc --version`` and ``ptxalloc parse`` of a 100-line file, and (unless
+``--no-batch``) ``ptxalloc batch`` of every measured file in one run (``--batch-jobs``, default
+1; the CPU time of its workers is counted too) against the sum of ptxas's times on them. It prints per-file
 ratios, median / p90 / max per source (the corpus's top directory, ``triton`` for
 tests/data/triton) and each goal of the issue beside its measured figure. Goals are printed,
 never asserted.
@@ -130,6 +132,8 @@ def main(argv=None) -> int:
                     help="the ptxalloc sources to measure (PYTHONPATH of the children)")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--json", metavar="OUT.json", help="also write every figure as JSON")
+    ap.add_argument("--no-batch", action="store_true", help="skip the batch goal")
+    ap.add_argument("--batch-jobs", type=int, default=1, help="batch --jobs (default 1)")
     args = ap.parse_args(argv)
 
     env = dict(os.environ, PYTHONPATH=str(Path(args.src).resolve()))
@@ -202,6 +206,17 @@ def main(argv=None) -> int:
     total_ptxas = sum(r["ptxas"] for r in rows if "allocate_ratio" in r)
     total_alloc = sum(r["allocate"] for r in rows if "allocate_ratio" in r)
 
+    batch = None
+    if not args.no_batch:
+        measured = [r for r in rows if "allocate_ratio" in r]
+        results = os.path.join(tmp, "batch.jsonl")
+        cpu, code, err = child_cpu(ptxalloc + ["batch", *[r["file"] for r in measured], "--out",
+                                               results, "--jobs", str(args.batch_jobs)], env)
+        batch = {"cpu": cpu, "exit": code, "error": err, "files": len(measured),
+                 "ptxas": sum(r["ptxas"] for r in measured), "jobs": args.batch_jobs}
+        print(f"\nbatch of the {len(measured)} files (--jobs {args.batch_jobs}): {cpu:.1f} s"
+              + (f"  (exit {code}: {err})" if code else ""), flush=True)
+
     print("\ngoals (issue 16):")
     for name, figure in startup.items():
         ms = figure["cpu"] * 1000
@@ -222,11 +237,16 @@ def main(argv=None) -> int:
                   f"{verdict(r['analyze_ratio'] <= 0.5)}")
     print(f"  sum of allocate CPU / sum of ptxas CPU: {total_alloc:.1f} s / {total_ptxas:.1f} s"
           f" = {total_alloc / total_ptxas if total_ptxas else math.nan:.2f}x")
+    if batch and batch["ptxas"]:
+        ratio = batch["cpu"] / batch["ptxas"]
+        print(f"  batch <= 0.5x the sum of ptxas: {batch['cpu']:.1f} s / {batch['ptxas']:.1f} s"
+              f" = {ratio:.2f}x  {verdict(ratio <= 0.5 and batch['exit'] == 0)}")
     if failures:
         print(f"  allocate failed on {len(failures)} file(s) (listed above)")
 
     if args.json:
         Path(args.json).write_text(json.dumps({"startup": startup, "interpreter": floor, "files": rows,
+                                               "batch": batch,
                                                "when": time.strftime("%Y-%m-%d %H:%M:%S")},
                                               indent=1) + "\n")
     return 0

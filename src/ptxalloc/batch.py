@@ -14,6 +14,12 @@ already closed by a ``complete`` line are skipped (resume: give each kind of run
 ``--analyze``, budget, allocator, its own ``--out``), and lines of files left unclosed
 (none, unless the process was killed mid-write) are dropped first. At the end a summary table
 is printed on standard output; the progress line goes to standard error when it is a terminal.
+
+With ``--dask ADDRESS`` the files go to the workers of a running dask.distributed scheduler
+instead of a local pool (the optional extra ``[dask]``; the workers need ptxalloc importable and
+the files readable at the same paths). The lines, resume and Ctrl-C are the same: results are
+written here, in this process, as each file comes back; on Ctrl-C the files not yet back are
+cancelled on the cluster.
 """
 
 from __future__ import annotations
@@ -169,9 +175,10 @@ def _append(out, records: list[dict]) -> None:
 
 
 def run_batch(paths: list[str], out_path: str, options: BatchOptions, jobs: int = 1,
-              progress=None) -> Summary:
-    """Process every file not already complete in ``out_path``; returns the summary. Raises
-    KeyboardInterrupt (after the lines of every finished file are written) on Ctrl-C."""
+              progress=None, dask: str | None = None) -> Summary:
+    """Process every file not already complete in ``out_path`` (on the dask.distributed
+    scheduler at ``dask`` when given, else in ``jobs`` local processes); returns the summary.
+    Raises KeyboardInterrupt (after the lines of every finished file are written) on Ctrl-C."""
     from .files import check_paths
 
     files = expand_inputs(paths)
@@ -189,15 +196,20 @@ def run_batch(paths: list[str], out_path: str, options: BatchOptions, jobs: int 
     except OSError as e:
         raise UsageError(f"{out_path}: cannot write: {e.strerror}") from None
     with out:
-        if jobs <= 1 or len(todo) <= 1:
+        if dask is not None:
+            engine = _DaskEngine(dask, todo, options) if todo else None
+            results = engine.results() if engine else iter(())
+        elif jobs <= 1 or len(todo) <= 1:
+            engine = None
             results = (process_file(p, options) for p in todo)
-            pool = None
         else:
-            import multiprocessing
-            pool = multiprocessing.get_context("fork").Pool(jobs, initializer=_worker_init)
-            results = pool.imap_unordered(_worker, [(p, options) for p in todo])
+            engine = _PoolEngine(jobs, todo, options)
+            results = engine.results()
         try:
             for k, (path, rows, closing) in enumerate(results, 1):
+                if rows is None:                # not processed: no lines, retried on resume
+                    summary.failed.append((path, closing["error"]))
+                    continue
                 _append(out, rows + [closing])
                 summary.functions += len(rows)
                 summary.seconds += closing["seconds"]
@@ -207,17 +219,69 @@ def run_batch(paths: list[str], out_path: str, options: BatchOptions, jobs: int 
                 if show:
                     show(f"\r[{k}/{len(todo)}] {os.path.basename(path)[:50]:50}")
         except KeyboardInterrupt:
-            if pool is not None:
-                pool.terminate()
+            if engine is not None:
+                engine.terminate()
             raise
         finally:
             if show:
                 show("\n")
-            if pool is not None:
-                pool.close()
-                pool.join()
+            if engine is not None:
+                engine.close()
     summary.slowest.sort(reverse=True)
     return summary
+
+
+class _PoolEngine:
+    """The files shared out to ``jobs`` local worker processes (forked: the package is
+    already imported), results in the order they finish."""
+
+    def __init__(self, jobs: int, todo: list[str], options: BatchOptions):
+        import multiprocessing
+        self.pool = multiprocessing.get_context("fork").Pool(jobs, initializer=_worker_init)
+        self.jobs = [(p, options) for p in todo]
+
+    def results(self):
+        return self.pool.imap_unordered(_worker, self.jobs)
+
+    def terminate(self) -> None:
+        self.pool.terminate()
+
+    def close(self) -> None:
+        self.pool.close()
+        self.pool.join()
+
+
+class _DaskEngine:
+    """The files as tasks of a dask.distributed scheduler, results in the order they finish;
+    the same :func:`process_file` runs on the workers."""
+
+    def __init__(self, address: str, todo: list[str], options: BatchOptions):
+        try:
+            from distributed import Client
+        except ImportError:
+            raise UsageError("--dask needs dask.distributed: pip install 'ptxalloc[dask]'") \
+                from None
+        try:
+            self.client = Client(address, timeout=30, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as e:
+            raise UsageError(f"--dask {address}: cannot reach the scheduler: {e}") from None
+        self.todo = todo
+        self.futures = self.client.map(process_file, todo, options=options, pure=False)
+
+    def results(self):
+        from distributed import as_completed
+        path_of = dict(zip(self.futures, self.todo))
+        for future in as_completed(self.futures, loop=self.client.loop):
+            try:
+                yield future.result()
+            except Exception as e:          # the task itself was lost (a worker died)
+                yield path_of[future], None, {"error": f"dask: {type(e).__name__}: {e}"}
+
+    def terminate(self) -> None:
+        self.client.cancel(self.futures)
+
+    def close(self) -> None:
+        self.client.close()
 
 
 def format_summary(s: Summary, out_path: str) -> str:

@@ -557,7 +557,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
         raise UsageError(f"--jobs must be at least 1, not {args.jobs}")
     options = BatchOptions(registers=_budget(args.registers), allocator=args.allocator,
                            analyze=args.analyze, verify=not args.no_verify)
-    summary = run_batch(args.inputs, args.out, options, jobs=args.jobs)
+    summary = run_batch(args.inputs, args.out, options, jobs=args.jobs, dask=args.dask)
     print(format_summary(summary, args.out))
     return 0
 
@@ -788,6 +788,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="append the results here; files already complete in it are skipped")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
                    help="worker processes (default: one per CPU)")
+    p.add_argument("--dask", metavar="ADDRESS", help="run the files on the workers of this "
+                   "dask.distributed scheduler (e.g. tcp://host:8786) instead of --jobs local "
+                   "processes; needs the [dask] extra")
     p.add_argument("--registers", metavar="K", help="a budget for every function, 1..255 or "
                    "'seed' (default: ptxas's register limit per function)")
     p.add_argument("--allocator", default="briggs", choices=_AllocatorNames(), metavar="NAME",

@@ -18,11 +18,14 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from .alloc.driver import FunctionResult, Options, allocate_function
-from .alloc.output import hoist_lines, mark_prepass, neutral, promote_lines, schedule_lines
+from .alloc.output import (hoist_lines, mark_prepass, neutral, promote_lines,
+                           schedule_lines)
+from .analysis import pressure_of
 from .analysis.sources import source_files
 from .errors import AllocationError, InternalError, UsageError
 from .ir.instruction import Raw
 from .ir.module import Function, Module
+from .ir.recompute import record_lines
 from .ptx import emit_function, emit_module
 from .ptx.parser import parse
 from .report.spill_report import explain_spills
@@ -76,7 +79,8 @@ def pre_passes(original: Function, options: Options,
                module_decls: list[str] = ()) -> tuple[Function, list[tuple]]:
     """The function the allocator is given: ``original`` through the pre-passes the knobs
     switch on, in seed 004's order — ``hoist`` (:mod:`ptxalloc.passes.hoist`), ``promote``
-    (:mod:`ptxalloc.passes.promote`), then ``schedule`` (:mod:`ptxalloc.passes.schedule`) —
+    (:mod:`ptxalloc.passes.promote`) — then ``recompute`` (:mod:`ptxalloc.passes.recompute`)
+    and ``schedule`` (:mod:`ptxalloc.passes.schedule`), each one's output the next one's input —
     and, per pass that changed something, (knob, its record's ``//@`` lines, its report),
     which :func:`~ptxalloc.alloc.output.mark_prepass` writes into the output for the checker
     to replay."""
@@ -96,6 +100,13 @@ def pre_passes(original: Function, options: Options,
         if promoted:
             fn = promoted.function
             marks.append(("promote", promote_lines(promoted.arrays), promoted.report()))
+    if knobs["recompute"]:
+        from .passes.recompute import recompute_function
+        recomputed = recompute_function(fn)
+        if recomputed:
+            fn = recomputed.function
+            marks.append(("recompute", record_lines(recomputed.records, recomputed.dead),
+                          recomputed.report()))
     if knobs["schedule"]:
         from .passes.schedule import schedule_function
         scheduled = schedule_function(fn)
@@ -113,6 +124,10 @@ def pre_pass_note(key: str, report: dict) -> str:
     if key == "promote":
         return (f"promoted {report['arrays']} .local arrays ({report['local_bytes']} bytes, "
                 f"{report['accesses']} loads and stores) to {report['slots']} registers")
+    if key == "recompute":
+        return (f"recomputed {report['values']} values at their uses ({report['inserted']} "
+                f"instructions inserted): MaxLive {report['max_live_before']} -> "
+                f"{report['max_live_after']}")
     return f"scheduled: {report['moved']} instructions moved in {report['segments']} segments"
 
 
@@ -171,6 +186,11 @@ def allocate_module(module: Module, registers: int | str | None = None,
         else:
             res = allocate_function(fn, sm, limit.registers, options, decls)
             res.extra["budget_from"] = limit.source
+        if fn is not original:
+            # MaxLive is the function as written (what analyze reports); the passes' output
+            # is what max_live_legalized measures
+            written = pressure_of(original)
+            res.max_live, res.max_live_predicates = written.max_live, written.max_preds
         for key, lines, report in marks:
             mark_prepass(res.function, key, lines)
             res.extra[key] = report

@@ -19,7 +19,8 @@ from ptxalloc.errors import AllocationError
 from ptxalloc.pipeline import allocate
 
 K = 24
-OFF = {"RematParamLoads": 0, "SpillReloadFromRegister": 0, "SpillDeadStores": 0}
+OFF = {"RematParamLoads": 0, "SpillReloadFromRegister": 0, "SpillDeadStores": 0,
+       "SpillSplitRegions": 0, "SpillSplitLoops": 0, "SpillSlotsToRegisters": 0}
 
 
 def _sample() -> list:
@@ -69,3 +70,35 @@ def test_zz_each_pass_fires_and_spill_bytes_do_not_grow():
         assert t["moves"] > 0, (allocator, t)
         assert t["stores_on"] < t["stores_off"], (allocator, t)     # dead stores removed
         assert t["on"] <= t["off"], (allocator, t)
+
+
+@pytest.mark.corpus
+def test_a_split_temporary_of_a_value_defined_twice_is_not_rematerialized():
+    """Regression: in deal.II's FEEvaluation::integrate at K = 15 (linear scan), a run
+    temporary of %r2 (defined twice in the input, once by ``mov.u32 %r2, %tid.y``) was spilled
+    again in a later round and rematerialized; the checker refused ``//@remat`` of a value with
+    two definitions. Run temporaries spill to their home slot instead."""
+    root = corpus_root()
+    if root is None:
+        pytest.skip("../shared/corpus is absent")
+    path = root / "ptx90parser/tests/sample/matrix_free_device_matrix_vector_01.1.sm_80.ptx"
+    name = ("_ZN6dealii8Portable12FEEvaluationILi2ELi1ELi2ELi1EdE9integrateENS_15"
+            "EvaluationFlags15EvaluationFlagsE")
+    res = allocate(path.read_text(), registers=15, allocator="linear", filename=str(path),
+                   function=name)
+    assert_verified(res)
+
+
+@pytest.mark.corpus
+def test_a_loop_reload_after_a_dropped_reload_is_kept():
+    """Regression: in parboil's spmv_jds_texture at K = 15 (linear scan), a loop's preheader
+    ended with the reload of a run temporary that a later round spilled again; dropping that
+    reload dropped the loop reload planned after it too, and the loop read its bound from a
+    register nothing had written (the checker refused it)."""
+    root = corpus_root()
+    if root is None:
+        pytest.skip("../shared/corpus is absent")
+    path = root / "gpuocelot/tests/ptx/parboil/spmv-main.ptx"
+    res = allocate(path.read_text(), registers=15, allocator="linear", filename=str(path),
+                   function="_Z16spmv_jds_texturePfPKfPKiS3_S1_S3_i")
+    assert_verified(res)

@@ -152,3 +152,67 @@ def test_unusable_out_is_a_one_line_error(inputs, tmp_path, capsys):
         _, err = capsys.readouterr()
         assert rc == 2 and err.count("\n") == 1 and fragment in err, err
     assert (inputs / "diamond.ptx").read_text() == (GOOD[0]).read_text()
+
+
+def test_dask_batch_writes_the_same_lines_and_resumes(inputs, tmp_path, capsys):
+    """``--dask ADDRESS`` on a LocalCluster: the same records as the local pool (bar the
+    CPU seconds), and a second run skips every complete file."""
+    distributed = pytest.importorskip("distributed")
+    local = tmp_path / "local.jsonl"
+    run_batch([str(inputs)], str(local), BatchOptions(), jobs=1)
+    out = tmp_path / "dask.jsonl"
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
+                                  dashboard_address=None) as cluster:
+        run_batch([str(inputs / "diamond.ptx")], str(out), BatchOptions(),
+                  dask=cluster.scheduler_address)
+        rc = main(["batch", str(inputs), "--out", str(out), "--dask",
+                   cluster.scheduler_address])
+    stdout, _ = capsys.readouterr()
+    assert rc == 0 and "already complete (skipped) 1" in stdout
+    files = {str(inputs / "diamond.ptx"), str(inputs / "calls_sm80.ptx"),
+             str(inputs / "sub" / "loops_sm80.ptx"), str(inputs / "bad.ptx")}
+    check_whole(out, files)
+
+    def by_file(path):
+        got = {}
+        for r in records(path):
+            r.pop("seconds", None)
+            got.setdefault(r["file"], []).append(r)
+        return got
+    assert by_file(out) == by_file(local)
+
+
+def test_dask_interrupt_cancels_and_leaves_complete_lines(inputs, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    out = tmp_path / "r.jsonl"
+    seen = []
+
+    def interrupt_after_first(_line):
+        seen.append(_line)
+        if len(seen) == 1:
+            raise KeyboardInterrupt
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        with pytest.raises(KeyboardInterrupt):
+            run_batch([str(inputs)], str(out), BatchOptions(), progress=interrupt_after_first,
+                      dask=cluster.scheduler_address)
+    recs = records(out)
+    assert len([r for r in recs if r.get("complete")]) == 1
+    rest = run_batch([str(inputs)], str(out), BatchOptions(), progress=lambda s: None)
+    assert rest.skipped == 1
+
+
+def test_dask_unreachable_scheduler_is_a_one_line_error(inputs, tmp_path, capsys):
+    pytest.importorskip("distributed")
+    rc = main(["batch", str(inputs / "diamond.ptx"), "--out", str(tmp_path / "r.jsonl"),
+               "--dask", "tcp://127.0.0.1:1"])
+    _, err = capsys.readouterr()
+    assert rc == 2 and err.count("\n") == 1 and "cannot reach the scheduler" in err, err
+
+
+def test_dask_without_the_extra_is_a_one_line_error(inputs, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)     # import fails as if absent
+    rc = main(["batch", str(inputs / "diamond.ptx"), "--out", str(tmp_path / "r.jsonl"),
+               "--dask", "tcp://127.0.0.1:8786"])
+    _, err = capsys.readouterr()
+    assert rc == 2 and err.count("\n") == 1 and "pip install 'ptxalloc[dask]'" in err, err

@@ -60,7 +60,7 @@ def test_the_whole_chain_is_proven_and_assembles(tmp_path, capsys):
     res, out = _allocated(tmp_path)
     f = res.functions[0]
     assert f.verified and f.extra["hoist"]["hoisted"] == 2
-    assert re.search(r"//@ptxalloc .* hoist=1\n\t//@hoist 8< 10 11\n", res.ptx)
+    assert re.search(r"//@ptxalloc .* hoist=1\b.*\n(\t//@.*\n)*\t//@hoist 8< 10 11\n", res.ptx)
     assert main(["verify", str(LOOP), str(out)]) == 0
     assert "verified:" in capsys.readouterr().out
     if ptxas.available():

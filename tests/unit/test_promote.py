@@ -98,7 +98,7 @@ def test_immediates(text, value):
 def test_the_whole_chain_is_proven_and_assembles(path, tmp_path, capsys):
     res = allocate(path.read_text(), 255, knobs={"promote": 1}, filename=str(path))
     assert all(f.verified for f in res.functions)
-    assert re.search(r"//@ptxalloc .* promote=1\n\t//@promote \S+\n", res.ptx)
+    assert re.search(r"//@ptxalloc .* promote=1\b.*\n(\t//@.*\n)*\t//@promote \S+\n", res.ptx)
     out = tmp_path / "out.ptx"
     out.write_text(res.ptx)
     assert main(["verify", str(path), str(out)]) == 0

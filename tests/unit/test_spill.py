@@ -29,10 +29,14 @@ HDR = (".version 7.0\n.target sm_80\n.address_size 64\n\n"
 
 #: the kernels below load their values from parameters, which are rematerialized by default
 #: (spill/remat.py); the tests of spill code switch that off so that the values are spilled
-RELOAD_PARAMS = {"RematParamLoads": 0}
-#: ... and the clean-ups after allocation (spill/lazy.py) off too, for the tests of the rewrite's
-#: own stores and reloads
-PLAIN_SPILL = {**RELOAD_PARAMS, "SpillReloadFromRegister": 0, "SpillDeadStores": 0}
+#: and the spill tests allocate the programs as written: no recomputation at the use
+#: (passes/recompute.py), which would take the pressure they are built to have away
+AS_WRITTEN = {"recompute": 0}
+RELOAD_PARAMS = {"RematParamLoads": 0, **AS_WRITTEN}
+#: ... and the clean-ups after allocation (spill/lazy.py, spill/promote.py) and live-range
+#: splitting (spill/split.py) off too, for the tests of the rewrite's own stores and reloads
+PLAIN_SPILL = {**RELOAD_PARAMS, "SpillReloadFromRegister": 0, "SpillDeadStores": 0,
+               "SpillSplitRegions": 0, "SpillSplitLoops": 0, "SpillSlotsToRegisters": 0}
 
 #: six parameters and a constant; ten values live at once (MaxLive 10)
 SPILL = HDR + """.visible .entry spill6(.param .u32 p0, .param .u32 p1, .param .u32 p2,
@@ -173,7 +177,7 @@ def test_stores_follow_definitions_and_reloads_precede_uses():
 # -- rematerialization --------------------------------------------------------------------
 
 def test_constant_is_rematerialized_not_reloaded():
-    res = allocate(SPILL, registers=3)
+    res = allocate(SPILL, registers=3, knobs=AS_WRITTEN)
     fr = res.functions[0]
     text = fr.text
     assert re.search(r"mov\.u32\s+%R\d+, 42;\s*//@remat %r10#\d+", text), text
@@ -269,7 +273,7 @@ def test_remat_candidates():
 @pytest.mark.parametrize("name,k", [("hand/many_preds.ptx", 15), ("hand/many_preds.ptx", 64),
                                     ("pressure_sm80.ptx", 15), ("pressure_sm80.ptx", 255)])
 def test_predicates_beyond_p6_spill_through_selp_and_setp(name, k):
-    res = allocate((DATA / name).read_text(), registers=k)
+    res = allocate((DATA / name).read_text(), registers=k, knobs=AS_WRITTEN)
     text = res.ptx
     pspill = re.findall(r"^\s*selp\.u32\s+%R\d+, 1, 0, %P([0-6]);\s*//@pspill %p\w+#\d+", text,
                         re.M)
@@ -417,11 +421,12 @@ def test_two_uses_in_a_row_reload_once():
 
 
 def test_without_lazy_reload_the_second_reload_stays(monkeypatch):
-    """The same kernel with the redundant-reload pass switched off reloads twice: the pass,
-    not the rewrite, removes the second reload."""
+    """The same kernel with the redundant-reload pass and live-range splitting switched off
+    reloads twice: the pass, not the rewrite, removes the second reload."""
     import ptxalloc.alloc.driver as driver
     monkeypatch.setattr(driver, "remove_redundant_spill_code", lambda *a, **k: set())
-    res = allocate(LAZY, registers=4, verify=False, knobs=RELOAD_PARAMS)
+    res = allocate(LAZY, registers=4, verify=False,
+                   knobs={**RELOAD_PARAMS, "SpillSplitRegions": 0, "SpillSplitLoops": 0})
     assert res.functions[0].text.count("//@reload %r1#") == 2
 
 
@@ -431,7 +436,11 @@ GUARDED = (DATA / "hand" / "guarded_def.ptx")
 
 
 def _guarded(**knobs):
-    return allocate(GUARDED.read_text(), registers=3, knobs={**RELOAD_PARAMS, **knobs})
+    """The clean-ups after allocation on their own: live-range splitting (which leaves them
+    less to do here) off."""
+    return allocate(GUARDED.read_text(), registers=3,
+                    knobs={**RELOAD_PARAMS, "SpillSplitRegions": 0, "SpillSplitLoops": 0,
+                           **knobs})
 
 
 def test_reload_of_a_value_still_in_a_register_becomes_a_move():

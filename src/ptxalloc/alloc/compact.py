@@ -67,7 +67,7 @@ def _greedy(p: Problem, order: list[int], best_fit: bool,
     matrix = UnitMatrix.for_problem(p)
     start = matrix.start
     shape = p.shape
-    regfile = p.regfile
+    starts_of: dict = {}
     for n in order:
         forbidden = matrix.forbidden(n)
         sh = shape[n]
@@ -78,7 +78,10 @@ def _greedy(p: Problem, order: list[int], best_fit: bool,
                 choice = sm
                 break
         if choice is None:
-            choice = _lowest_free(matrix, regfile.placements(sh), forbidden,
+            starts = starts_of.get(sh)
+            if starts is None:
+                starts = starts_of[sh] = _start_mask(p.regfile.placements(sh))
+            choice = _lowest_free(starts, sh.units, forbidden,
                                   best_fit and sh.units < 4 and sh.file == GPR)
             if choice is None:
                 return None
@@ -86,23 +89,45 @@ def _greedy(p: Problem, order: list[int], best_fit: bool,
     return start
 
 
-def _lowest_free(matrix: UnitMatrix, placements, forbidden: int,
-                 keep_pairs_whole: bool) -> int | None:
-    """The lowest placement free of ``forbidden``; with ``keep_pairs_whole`` the lowest one
-    inside a partly used aligned pair of registers when there is one."""
-    if not keep_pairs_whole:
-        return matrix.lowest_free(placements, forbidden)
-    choice = None
-    for s, mask in placements:
-        if mask & forbidden:
-            continue
-        if choice is None:
-            choice = s
-            if not keep_pairs_whole:
-                break
-        if forbidden & (0xF << (s & ~3)):
-            return s
-    return choice
+def _start_mask(placements) -> int:
+    """The bitset of the start units of ``placements``."""
+    m = 0
+    for s, _ in placements:
+        m |= 1 << s
+    return m
+
+
+def _blocked_starts(forbidden: int, units: int) -> int:
+    """The start units from which ``units`` consecutive units meet ``forbidden``: the OR of
+    ``forbidden >> j`` for j < units, in log2(units) shifts."""
+    blocked = forbidden
+    covered = 1
+    while covered < units:
+        step = min(covered, units - covered)
+        blocked |= blocked >> step
+        covered += step
+    return blocked
+
+
+_QUAD_STARTS = int("0001" * 512, 2)       # every fourth unit: the first unit of each pair
+
+
+def _lowest_free(starts: int, units: int, forbidden: int, keep_pairs_whole: bool) -> int | None:
+    """The lowest start in ``starts`` whose ``units`` units are free of ``forbidden``; with
+    ``keep_pairs_whole`` the lowest one inside a partly used aligned pair of registers when
+    there is one. Bit-parallel: a start is blocked when any of the ``units`` units from it is
+    forbidden, i.e. by ``forbidden`` shifted down by 0 .. units-1."""
+    free = starts & ~_blocked_starts(forbidden, units)
+    if not free:
+        return None
+    if keep_pairs_whole:
+        touched = forbidden | forbidden >> 1 | forbidden >> 2 | forbidden >> 3
+        touched &= _QUAD_STARTS                  # pairs (4 units) with a unit in use
+        touched |= touched << 1 | touched << 2 | touched << 3
+        inside = free & touched
+        if inside:
+            free = inside
+    return (free & -free).bit_length() - 1
 
 
 class _OutOfSteps(Exception):
@@ -122,9 +147,12 @@ def _search(p: Problem, order: list[int], limit_units: int,
     adj = p.adj
     n_order = len(order)
     nbrs = {n: bits(adj[n]) for n in order}
-    options = {n: [(s, m) for s, m in p.regfile.placements(shape[n])
-                   if shape[n].file != GPR or s + shape[n].units <= limit_units]
-               for n in order}
+    below: dict = {}                           # per shape: its start units below the limit
+    for n in order:
+        sh = shape[n]
+        if sh not in below:
+            below[sh] = _start_mask((s, m) for s, m in p.regfile.placements(sh)
+                                    if sh.file != GPR or s + sh.units <= limit_units)
     # forbidden units of each uncolored node, from its colored neighbours
     forbidden: dict[int, int] = {}
     for n in order:
@@ -140,16 +168,19 @@ def _search(p: Problem, order: list[int], limit_units: int,
     key = {n: (forbidden[n].bit_count() << 32) | tie[n] for n in order}
     uncolored = set(order)
     budget = [steps]
-
     def place() -> bool:
         if not uncolored:
             return True
-        n = max(uncolored, key=key.__getitem__)
+        n = max(uncolored, key=key.__getitem__)      # the most constrained
         uncolored.remove(n)
-        f = forbidden[n]
-        for s, units in options[n]:
-            if units & f:
-                continue
+        sh = shape[n]
+        width = (1 << sh.units) - 1
+        free = below[sh] & ~_blocked_starts(forbidden[n], sh.units)
+        while free:                            # its free placements, lowest first
+            low = free & -free
+            free ^= low
+            s = low.bit_length() - 1
+            units = width << s
             budget[0] -= 1
             if budget[0] < 0:
                 raise _OutOfSteps

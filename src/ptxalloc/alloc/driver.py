@@ -16,6 +16,7 @@
 3. :func:`_compact` — the final coloring's register count lowered (:mod:`compact`);
 4. :func:`_finish` — the saves around calls and the callee-saved prologue and epilogues
    (:mod:`ptxalloc.spill.saves`), redundant spill code dropped (:mod:`ptxalloc.spill.lazy`),
+   spill slots with a register free after all promoted to it (:mod:`ptxalloc.spill.promote`),
    spill slots laid out (:mod:`ptxalloc.spill.slots`), physical names, and the PTX and
    figures of the :class:`FunctionResult` (:mod:`output`).
 
@@ -52,11 +53,13 @@ from ..passes.convention import bind_convention
 from ..passes.legalize import legalize_tuples
 from ..passes.serialize_wgmma import serialize_wgmma
 from ..spill.lazy import dead_spill_stores, reload_moves, remove_redundant_spill_code
+from ..spill.promote import promote_slots
 from ..spill.remat import COMPUTE_COST, remat_candidates
 from ..spill.rewrite import SpillState, rewrite_spills
 from ..spill import shared
 from ..spill.saves import insert_call_saves, insert_callee_saves
 from ..spill.slots import assign_slots
+from ..spill.split import SplitPlan, plan_splits
 from ..target.abi import Convention
 from ..target.sm import SMProfile
 from ..target.units import GPR, PRED, RegFile, Shape, vreg_shape
@@ -333,10 +336,15 @@ def _analyse(a: Allocation) -> dict:
     registers with their definitions. The first round also records both MaxLives."""
     work, pinned, info = a.work, a.pinned, a.info
     param_loads = knob_table.resolve(a.options.knobs)["RematParamLoads"]
+    # a run temporary of live-range splitting spills to its home slot, never by recomputation:
+    # its value may have other definitions in the input (:mod:`ptxalloc.spill.split`)
     remat = {v: d for v, d in remat_candidates(work, work.instructions(), param_loads).items()
-             if v not in pinned and v not in info.precolored}
-    a.analysis = analysis = analyze_function(work, a.sm, {v: COMPUTE_COST for v in remat},
-                                             a.state.no_spill | pinned,
+             if v not in pinned and v not in info.precolored and v not in a.state.home}
+    # a run temporary of live-range splitting is cheap to spill again: that only brings back
+    # the reloads the split saved (:mod:`ptxalloc.spill.split`)
+    cheap = {v: COMPUTE_COST for v in remat}
+    cheap.update((t, COMPUTE_COST) for t in a.state.home)
+    a.analysis = analysis = analyze_function(work, a.sm, cheap, a.state.no_spill | pinned,
                                              a.uniform.mask() if a.uniform else 0)
     if a.result.rounds == 1:
         # with uniform registers the analysis counts R and P only; the figures count everything
@@ -378,12 +386,25 @@ def _spill(a: Allocation, remat: dict) -> None:
                     a.relief_precolored[v] = place + problem.offset[v]
         to_spill.update(members)
     if to_spill:
-        a.work = rewrite_spills(a.work, to_spill, remat, a.state)
+        a.work = rewrite_spills(a.work, to_spill, remat, a.state, _split_plan(a, to_spill, remat))
         limit = a.options.spill_limit
         if limit is not None and len(a.state.spilled_values) > limit:
             raise AllocationError(
                 f"function '{a.original.name}': {len(a.state.spilled_values)} values would "
                 f"spill at budget {a.budget}, more than --spill-limit {limit}")
+
+
+def _split_plan(a: Allocation, to_spill: set[int], remat: dict) -> SplitPlan | None:
+    """The live-range splitting of the registers about to be spilled (:mod:`ptxalloc.spill.split`,
+    knobs ``SpillSplitRegions`` and ``SpillSplitLoops``): run temporaries are never split again,
+    rematerializable registers are recomputed instead."""
+    switches = knob_table.resolve(a.options.knobs)
+    regions, loops = bool(switches["SpillSplitRegions"]), bool(switches["SpillSplitLoops"])
+    if not (regions or loops):
+        return None
+    keep_out = set(remat) | set(a.state.home)
+    limit = a.budget - a.regfile.reserved.bit_count() / 2
+    return plan_splits(a.analysis, to_spill, keep_out, limit, regions=regions, loops=loops)
 
 
 # -- 3. compact -------------------------------------------------------------------------------
@@ -417,6 +438,7 @@ def _finish(a: Allocation) -> None:
     start, shapes = _placements(a)
     cfg = _insert_saves(a, start, shapes)
     cfg = _drop_redundant_spill_code(a, cfg, start, shapes)
+    cfg = _promote_spill_slots(a, cfg, start, shapes)
     frame = a.session.slots(cfg, assign_slots(cfg, a.state.slot_size, a.state.array))
     if a.state.shared and frame:
         shared.check_size(a.original, frame, a.shared_block[0])
@@ -473,12 +495,7 @@ def _drop_redundant_spill_code(a: Allocation, cfg: CFG, start: dict[int, int],
     for v, s in start.items():
         m = shapes[v].mask(s)
         mask_of[v] = m if shapes[v].file == GPR else m << 1024     # predicates: a file apart
-    clobbers: dict[int, int] = {}
-    if not a.info.leaf:
-        caller = a.conv.caller_saved_units()
-        for ins in cfg.instrs:
-            if is_call(ins):
-                clobbers[id(ins)] = caller
+    clobbers = _call_clobbers(a, cfg)
     switches = knob_table.resolve(a.options.knobs)
     moves: dict[int, int] | None = {} if switches["SpillReloadFromRegister"] else None
     redundant = remove_redundant_spill_code(cfg, mask_of, clobbers, moves)
@@ -491,6 +508,35 @@ def _drop_redundant_spill_code(a: Allocation, cfg: CFG, start: dict[int, int],
         a.work.body = [s for s in a.work.body if id(s) not in dead]
         cfg = CFG(a.work)
     return cfg
+
+
+def _call_clobbers(a: Allocation, cfg: CFG) -> dict[int, int]:
+    """``id(call) -> the caller-saved units it destroys`` (none in a leaf)."""
+    clobbers: dict[int, int] = {}
+    if not a.info.leaf:
+        caller = a.conv.caller_saved_units()
+        for ins in cfg.instrs:
+            if is_call(ins):
+                clobbers[id(ins)] = caller
+    return clobbers
+
+
+def _promote_spill_slots(a: Allocation, cfg: CFG, start: dict[int, int],
+                         shapes: dict[int, Shape]) -> CFG:
+    """Spill slots whose whole live range found a register free after all become register
+    copies (:mod:`ptxalloc.spill.promote`, knob ``SpillSlotsToRegisters``); the CFG after."""
+    if not knob_table.resolve(a.options.knobs)["SpillSlotsToRegisters"]:
+        return cfg
+    copies, new_starts = promote_slots(cfg, a.work.regs, start, shapes, a.regfile,
+                                       _call_clobbers(a, cfg))
+    if not copies:
+        return cfg
+    regs = a.work.regs
+    for v, s in new_starts.items():
+        start[v] = s
+        shapes[v] = vreg_shape(regs.classes[v], regs.vec[v])
+    a.work.body = [copies.get(id(s), s) for s in a.work.body]
+    return CFG(a.work)
 
 
 def _drop_copies_in_place(a: Allocation, cfg: CFG, names: list[str]) -> tuple[CFG, set[int]]:

@@ -17,9 +17,13 @@ RegTgtCoeffC                                  -       0.3  linear occupancy mode
 RematParamLoads                               -         1  rematerialize kernel parameter loads
 SpillReloadFromRegister                       -         1  a reload of a value still in a register: mov
 SpillDeadStores                               -         1  remove stores no reload reads
+SpillSplitRegions                             -         1  one reload serves a block's run of uses
+SpillSplitLoops                               -         1  one reload before a loop serves its uses
+SpillSlotsToRegisters                         -         1  a slot with a register free: copies
 schedule                                      -         0  ptxalloc's own: 1 = schedule first
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
+recompute                                     -         1  ptxalloc's own: recompute at the use
 ========================================  =====  ========  =====================================
 
 ``RematParamLoads`` and the other switches of the passes around the allocator (issue 13) are
@@ -27,7 +31,9 @@ ptxalloc's own, for every allocator: 1 on, 0 off. ``schedule`` is not a fat-poin
 it switches ptxalloc's pressure-aware scheduling before allocation
 (:mod:`ptxalloc.passes.schedule`) for every allocator. ``hoist`` and ``promote`` switch the
 two pre-passes of seed 004's pipeline, HoistInvariants (:mod:`ptxalloc.passes.hoist`) and
-ConvertMemoryToRegisterOrUniform (:mod:`ptxalloc.passes.promote`), likewise for every allocator.
+ConvertMemoryToRegisterOrUniform (:mod:`ptxalloc.passes.promote`), likewise for every allocator;
+``recompute`` its recomputation of cheap values, addresses and predicates at their uses
+(:mod:`ptxalloc.passes.recompute`).
 
 Two decisions (docs/decisions.md, "Fat-point allocator"):
 
@@ -102,6 +108,16 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("SpillDeadStores", None, 1, True, 0,
          "1: spill stores that no reload reads are removed after allocation",
          maximum=1, scope="all"),
+    Knob("SpillSplitRegions", None, 1, True, 0,
+         "1: a spilled value's uses in a block share one reload where pressure allows "
+         "(split around uses, spill/split.py)", maximum=1, scope="all"),
+    Knob("SpillSplitLoops", None, 1, True, 0,
+         "1: a spilled value a loop reads but never writes is reloaded once before the loop "
+         "where the loop has room (split at loop boundaries, spill/split.py)",
+         maximum=1, scope="all"),
+    Knob("SpillSlotsToRegisters", None, 1, True, 0,
+         "1: after allocation, a spill slot whose whole live range has a register free "
+         "becomes copies to and from that register (spill/promote.py)", maximum=1, scope="all"),
     Knob("schedule", None, 0, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 0 = off", maximum=1, scope="all"),
@@ -113,6 +129,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "ptxalloc's own: 1 = function-local .local arrays accessed at constant offsets "
          "promoted to registers before allocation (ptxas's ConvertMemoryToRegisterOrUniform, "
          "passes/promote.py), 0 = off", maximum=1, scope="all"),
+    Knob("recompute", None, 1, True, 0,
+         "ptxalloc's own: 1 = cheap values, addresses and predicates recomputed at their uses "
+         "before allocation (passes/recompute.py), 0 = off", maximum=1, scope="all"),
 )}
 
 

@@ -194,6 +194,13 @@ def promote_lines(arrays: list[str]) -> list[str]:
     return [f"//@promote {name}" for name in arrays]
 
 
+def mark_recomputed(fn: Function, lines: list[str]) -> None:
+    """Mark the allocated function ``fn`` as allocated from the original rewritten by
+    recomputation at the use: ``recompute=1`` in the header, the ``//@recompute``/``//@dead``
+    ``lines`` (:func:`ptxalloc.ir.recompute.record_lines`) right after it."""
+    mark_prepass(fn, "recompute", lines)
+
+
 def mark_prepass(fn: Function, key: str, lines: list[str]) -> None:
     """Mark the allocated function ``fn`` (its first statement the header) as allocated from
     the original transformed by the pre-pass ``key``: ``key=1`` in the header, the pass's

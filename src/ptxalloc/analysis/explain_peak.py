@@ -18,6 +18,8 @@ reloads); ``allocate`` decides.
 
 from __future__ import annotations
 
+import heapq
+
 from ..ir.registers import RegClass
 from ..spill.remat import COMPUTE_COST, remat_candidates
 from ..target.occupancy import occupancy
@@ -26,8 +28,19 @@ from .costs import spill_costs
 from .sources import format_source, source_of
 
 
-def peak_values(a, files: dict[int, str]) -> list[dict]:
-    """Every general-register value live at the peak, in order of definition."""
+def remat_and_costs(a) -> tuple[dict, list[float]]:
+    """The function's rematerializable registers (with their definitions) and the spill cost
+    of every register when those are rematerialized instead of spilled. :func:`peak_values`
+    and :func:`what_to_change` share one (a register's cost depends on its own entry only)."""
+    remat = remat_candidates(a.fn, a.cfg.instrs)
+    costs = spill_costs(a.cfg, a.liveness, a.mem_latency,
+                        {v: COMPUTE_COST for v in remat}) if remat else a.costs
+    return remat, costs
+
+
+def peak_values(a, files: dict[int, str], shared: tuple | None = None) -> list[dict]:
+    """Every general-register value live at the peak, in order of definition; ``shared`` is
+    :func:`remat_and_costs` of ``a`` when the caller has it."""
     cfg = a.cfg
     p = a.pressure
     fn = a.fn
@@ -39,6 +52,9 @@ def peak_values(a, files: dict[int, str]) -> list[dict]:
     for v in live:
         want |= 1 << v
     length = dict.fromkeys(live, 0)
+    # how many instructions hold each distinct set of the peak's values (few distinct sets:
+    # live ranges change slowly), then each set's values counted once per set
+    times: dict[int, int] = {}
     for b in cfg.blocks:
         for k, after in enumerate(a.liveness.live_after(b.id)):
             ins = b.instrs[k]
@@ -46,8 +62,10 @@ def peak_values(a, files: dict[int, str]) -> list[dict]:
             for d in ins.defs:
                 if want >> d & 1:
                     here |= 1 << d
-            for v in bits(here):
-                length[v] += 1
+            times[here] = times.get(here, 0) + 1
+    for here, count in times.items():
+        for v in bits(here):
+            length[v] += count
     defs: dict[int, list[int]] = {v: [] for v in live}
     next_use: dict[int, int | None] = dict.fromkeys(live)
     last_use: dict[int, int] = dict.fromkeys(live, -1)
@@ -60,9 +78,8 @@ def peak_values(a, files: dict[int, str]) -> list[dict]:
                 last_use[u] = i
                 if i > peak_at and next_use[u] is None:
                     next_use[u] = i - peak_at
-    remat = {v: ins for v, ins in remat_candidates(fn, instrs).items() if want >> v & 1}
-    remat_costs = spill_costs(cfg, a.liveness, a.mem_latency,
-                              {v: COMPUTE_COST for v in remat}) if remat else a.costs
+    all_remat, remat_costs = shared or remat_and_costs(a)
+    remat = {v: ins for v, ins in all_remat.items() if want >> v & 1}
     name = regs.names.__getitem__
     out = []
     for v in live:
@@ -117,9 +134,11 @@ def next_step(sm, registers: int, block: int) -> int | None:
     return None
 
 
-def what_to_change(a, sm, block: int, block_from: str, max_picks: int = 32) -> dict:
+def what_to_change(a, sm, block: int, block_from: str, max_picks: int = 32,
+                   shared: tuple | None = None) -> dict:
     """The registers to shed for the next occupancy step and the cheapest values to
-    rematerialize or spill to get there (module docstring)."""
+    rematerialize or spill to get there (module docstring); ``shared`` is
+    :func:`remat_and_costs` of ``a`` when the caller has it."""
     p = a.pressure
     max_live = p.max_live
     now = occupancy(sm, max_live, block)
@@ -148,39 +167,46 @@ def what_to_change(a, sm, block: int, block_from: str, max_picks: int = 32) -> d
                     live |= 1 << d
                 excess.append(units - limit)
                 masks.append(live)
-    remat = remat_candidates(a.fn, cfg.instrs)
-    remat_costs = spill_costs(cfg, a.liveness, a.mem_latency,
-                              {v: COMPUTE_COST for v in remat}) if remat else a.costs
-    union = 0
-    for m in masks:
-        union |= m
+    remat, remat_costs = shared or remat_and_costs(a)
+    # the instructions above the target each value is live at (a value's rows, by index)
+    rows: dict[int, list[int]] = {}
+    for j, m in enumerate(masks):
+        for v in bits(m):
+            rows.setdefault(v, []).append(j)
     candidates = {}
-    for v in bits(union):
+    for v in sorted(rows):
         if regs.classes[v] == RegClass.PRED or p.units[v] == 0:
             continue
         cost = remat_costs[v] if v in remat else a.costs[v]
         if cost == float("inf"):
             continue
         candidates[v] = cost
-    picks = []
-    while any(e > 0 for e in excess) and candidates and len(picks) < max_picks:
-        best = None
-        for v, cost in candidates.items():
-            w = p.units[v]
-            gain = 0
-            for e, m in zip(excess, masks):
-                if e > 0 and m >> v & 1:
-                    gain += min(w, e)
-            if gain:
-                score = gain / max(cost, 1e-6)
-                if best is None or score > best[0]:
-                    best = (score, v, gain)
-        if best is None:
-            break
-        _, v, _ = best
+    # greedy by registers freed per unit of cost; a value's gain only falls as picks lower the
+    # excess, so a stale gain bounds the fresh one from above and only the value on top of
+    # the heap is re-scored (lazy greedy: the same picks, ties to the lowest register id)
+    def gain_of(v: int) -> int:
         w = p.units[v]
-        for j, m in enumerate(masks):
-            if excess[j] > 0 and m >> v & 1:
+        gain = 0
+        for j in rows[v]:
+            e = excess[j]
+            if e > 0:
+                gain += w if w < e else e
+        return gain
+
+    heap = [(-gain_of(v) / max(cost, 1e-6), v, 0) for v, cost in candidates.items()]
+    heap = [h for h in heap if h[0] < 0]
+    heapq.heapify(heap)
+    picks = []
+    while heap and any(e > 0 for e in excess) and len(picks) < max_picks:
+        score, v, stamp = heapq.heappop(heap)
+        if stamp != len(picks):
+            gain = gain_of(v)
+            if gain:
+                heapq.heappush(heap, (-gain / max(candidates[v], 1e-6), v, len(picks)))
+            continue
+        w = p.units[v]
+        for j in rows[v]:
+            if excess[j] > 0:
                 excess[j] -= w
         picks.append({"name": regs.names[v], "registers": w / 2,
                       "action": "rematerialize" if v in remat else "spill",

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from ..ir.cfg import CFG
 from ..ir.registers import RegClass
-from ..util import bits, gc_paused
+from ..util import bits, gc_paused, transpose_or
 from .liveness import Liveness
 
 BANK_EDGE_WEIGHT = 2.0
@@ -109,13 +109,7 @@ class InterferenceGraph:
                 for v in bits(entry):
                     m = gpr_mask if classes[v] != RegClass.PRED else pred_mask
                     adj[v] |= entry & m & ~(1 << v)
-            # make the relation symmetric
-            for u in range(nregs):
-                a = adj[u]
-                if a:
-                    bu = 1 << u
-                    for v in bits(a):
-                        adj[v] |= bu
+            transpose_or(adj)                  # make the relation symmetric
         self.adj = adj
         self.moves = moves
         self._cfg = cfg

@@ -60,9 +60,12 @@ def _smem(r: FunctionResult) -> str:
 def _max_live(r: FunctionResult) -> str:
     """MaxLive as written (what ``analyze`` reports), and the legalized one where the
     allocator's rewriting (tuple legalization, binding copies, asynchronous registers) raised
-    it."""
-    if r.max_live_legalized and r.max_live_legalized != r.max_live:
+    it, or ``as allocated`` where the passes before allocation (recomputation at the use)
+    lowered it."""
+    if r.max_live_legalized and r.max_live_legalized > r.max_live:
         return f"{r.max_live}, {r.max_live_legalized} legalized"
+    if r.max_live_legalized and r.max_live_legalized < r.max_live:
+        return f"{r.max_live}, {r.max_live_legalized} as allocated"
     return str(r.max_live)
 
 

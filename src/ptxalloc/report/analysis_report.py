@@ -5,7 +5,8 @@ pressure points, and what the register count means for occupancy (SPEC section 9
 from __future__ import annotations
 
 from ..analysis import FunctionAnalysis
-from ..analysis.explain_peak import group_by_source, peak_values, what_to_change
+from ..analysis.explain_peak import (group_by_source, peak_values, remat_and_costs,
+                                     what_to_change)
 from ..analysis.line_pressure import line_pressure
 from ..analysis.sources import format_source, source_of
 from ..target.occupancy import DEFAULT_BLOCK, launch_threads, occupancy
@@ -26,7 +27,8 @@ def function_row(a: FunctionAnalysis, sm: SMProfile, budget: int | None, top: in
     p = a.pressure
     cfg = a.cfg
     peak = p.peak
-    values = peak_values(a, files)
+    shared = remat_and_costs(a)
+    values = peak_values(a, files, shared)
     if block is not None:
         block_from = "--block-size"
     else:
@@ -58,7 +60,7 @@ def function_row(a: FunctionAnalysis, sm: SMProfile, budget: int | None, top: in
         "occupancy": occ,
         "unknown_opcodes": sorted({ins.opcode for ins in cfg.instrs if not ins.known}),
         "convention": convention,
-        "what_to_change": what_to_change(a, sm, block, block_from),
+        "what_to_change": what_to_change(a, sm, block, block_from, shared=shared),
     }
     if lines:
         row.update(per_line.as_dict())

@@ -71,6 +71,9 @@ def explain_spills(original, result, sm, files: dict[int, str]) -> dict:
         for v in bits(live):
             call_line.setdefault(v, cfg.instrs[i].line)
     want = set(counts)
+    want_mask = 0
+    for v in want:
+        want_mask |= 1 << v
     where: dict[int, dict] = {v: {"defs": [], "uses": [], "depth": 0, "worst": (-1.0, -1)}
                               for v in want}
     for b in cfg.blocks:
@@ -80,18 +83,20 @@ def explain_spills(original, result, sm, files: dict[int, str]) -> dict:
             here = after[k]
             for d in ins.defs:
                 here |= 1 << d
+            here &= want_mask
             for d in ins.defs:
                 if d in want:
                     where[d]["defs"].append(i)
             for u in ins.uses:
                 if u in want:
                     where[u]["uses"].append(i)
-            for v in want:
-                if here >> v & 1:
+            if here:
+                gpr = p.gpr[i]
+                for v in bits(here):             # the spilled values live here
                     w = where[v]
                     w["depth"] = max(w["depth"], b.depth)
-                    if p.gpr[i] > w["worst"][0]:
-                        w["worst"] = (p.gpr[i], i)
+                    if gpr > w["worst"][0]:
+                        w["worst"] = (gpr, i)
     name = regs.names.__getitem__
     values = []
     for v in sorted(want, key=lambda v: (where[v]["defs"] or [-1])[0]):

@@ -61,10 +61,10 @@ def remove_redundant_spill_code(cfg: CFG, mask_of: dict[int, int],
                 return avail
             if redundant is not None and moves is not None and o.kind in _VALUE_RELOADS:
                 width = r.bit_count()
-                for held, slot in avail:
-                    if slot == o.slot and not held & r and held.bit_count() == width:
-                        moves[id(ins)] = held
-                        break
+                holders = [held for held, slot in avail
+                           if slot == o.slot and not held & r and held.bit_count() == width]
+                if holders:             # the lowest: the same copy whatever the set's order
+                    moves[id(ins)] = min(holders)
             avail = {p for p in avail if not p[0] & r}
             avail.add(pair)
             return avail

@@ -15,6 +15,13 @@ Two other ways out:
   0, p`` after each definition and ``setp.ne.u32 p, b, 0`` before each use. That register is an
   ordinary value and may itself be spilled in a later round.
 
+With a :class:`~ptxalloc.spill.split.SplitPlan`, occurrences the plan groups into a *run* share
+one temporary instead (live-range splitting, :mod:`split`): reloaded once before the run's first
+use (or at the end of a loop's preheader), or the one the run's definition wrote. That
+temporary is an ordinary register; spilled in a later round, it keeps the slot of the value it
+was split from (its *home*): its reload is dropped, the store after its definition is the one
+already there, and each of its uses reloads from the home slot.
+
 Stores and reloads address the function's ``.local`` spill array, or with ``--spill-to shared``
 this thread's frame in the ``.shared`` spill area through the base register that the entry
 sequence of :mod:`shared` computes (made the first time a value goes to memory); their
@@ -35,6 +42,7 @@ from ..ir.module import Function
 from ..ir.operands import Reg
 from ..ir.registers import RegClass
 from . import shared
+from .split import SplitPlan
 
 
 @dataclass
@@ -51,15 +59,25 @@ class SpillState:
     shared: bool = False            # --spill-to shared: ``array`` is the .shared spill area
     one_dimensional: bool = False   # shared: the block is one-dimensional (spill.shared)
     base: int = -1                  # shared: the register holding this thread's frame address
+    home: dict[int, Slot] = field(default_factory=dict)           # run temporary -> its slot
+
+    def slot(self, v: int) -> Slot:
+        """The slot register ``v`` spills to: its home if it was split from a spilled value."""
+        return self.home.get(v) or value_slot(v)
 
 
 def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
-                   state: SpillState) -> Function:
-    """A copy of ``fn`` with every register of ``spill`` spilled."""
+                   state: SpillState, plan: SplitPlan | None = None) -> Function:
+    """A copy of ``fn`` with every register of ``spill`` spilled (split into the runs of
+    ``plan`` where one is given)."""
     out = fn.copy()
     regs = out.regs
     origin_of = state.origin_of
     classes = regs.classes
+    home = state.home
+    plan = plan or SplitPlan()
+    run_of = plan.run_of
+    run_temp: dict[int, int] = {}
     for v in spill:
         state.spilled_values.add(origin_of.get(v, v))
         if v in remat:
@@ -68,47 +86,80 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
             b = regs.add(f"{regs.names[v]}$b", ".b32", RegClass.GPR32)
             origin_of[b] = origin_of.get(v, v)
             state.pred_home[v] = b
-        else:
+        elif v not in home:
             state.slot_size[value_slot(v)] = build.width_bytes(regs, v)
     entry = []
     if state.shared and state.base < 0 and state.slot_size:
         state.base, entry = shared.base_sequence(regs, state.array, state.one_dimensional)
         state.no_spill.update(range(state.base, len(regs)))
 
+    def run_temporary(v: int, run: int) -> int:
+        """The temporary of ``run`` (a run of register ``v``), made on first sight."""
+        t = run_temp.get(run)
+        if t is None:
+            t = run_temp[run] = regs.like(v, f"{regs.names[v]}$r")
+            origin_of[t] = origin_of.get(v, v)
+            home[t] = state.slot(v)
+        return t
+
+    def loop_reloads(s: Instruction) -> list[Instruction]:
+        got = []
+        for v, run in plan.loop_reloads.get(id(s), ()):
+            t = run_temporary(v, run)
+            got.append(_restore(regs, v, t, remat, state, s.line))
+        return got
+
+    def rewritten(s: Instruction) -> list:
+        """What replaces instruction ``s`` (its loop reloads aside)."""
+        o = s.origin
+        if o is not None and o.slot is not None and (
+                (o.loads and s.defs[0] in spill and home.get(s.defs[0]) == o.slot) or
+                (o.stores and build.stored(s) in spill and home.get(build.stored(s)) == o.slot)):
+            return []           # a spilled run temporary's reload, or the store after its def
+        hit_uses = [u for u in s.uses if u in spill]
+        hit_defs = [d for d in s.defs if d in spill]
+        if not hit_uses and not hit_defs:
+            return [s]
+        if hit_defs and all(d in remat for d in hit_defs) and not hit_uses \
+                and remat.get(hit_defs[0]) is s:
+            return [Removed(s, "remat")]
+        temp: dict[int, int] = {}
+        reload = []
+        for v in hit_uses + hit_defs:
+            if v in temp:
+                continue
+            run = run_of.get((id(s), v))
+            if run is not None:
+                t = run_temporary(v, run)
+                if (id(s), v) in plan.reload_at:
+                    reload.append(v)
+            else:
+                t = regs.like(v, f"{regs.names[v]}$s")
+                origin_of[t] = origin_of.get(v, v)
+                state.no_spill.add(t)
+                if v in hit_uses or s.guard >= 0 or v in s.uses:
+                    reload.append(v)
+            temp[v] = t
+        line = s.line
+        got = [_restore(regs, v, temp[v], remat, state, line) for v in dict.fromkeys(reload)]
+        new_ops = [op.map_regs(lambda r: Reg(temp[r.v], r.comp) if r.v in temp else r)
+                   for op in s.ops]
+        guard = temp.get(s.guard, s.guard) if s.guard >= 0 else -1
+        got.append(s.copy_with(new_ops, guard))
+        got.extend(_save(regs, v, temp[v], state, line) for v in dict.fromkeys(hit_defs)
+                   if v not in remat)           # a rematerialized one is recomputed at uses
+        return got
+
     body = []
     for s in out.body:
         if type(s) is not Instruction:
             body.append(s)
-            continue
-        hit_uses = [u for u in s.uses if u in spill]
-        hit_defs = [d for d in s.defs if d in spill]
-        if not hit_uses and not hit_defs:
-            body.append(s)
-            continue
-        if hit_defs and all(d in remat for d in hit_defs) and not hit_uses \
-                and remat.get(hit_defs[0]) is s:
-            body.append(Removed(s, "remat"))
-            continue
-        temp: dict[int, int] = {}
-        for v in hit_uses + hit_defs:
-            if v not in temp:
-                t = regs.like(v, f"{regs.names[v]}$s")
-                origin_of[t] = origin_of.get(v, v)
-                state.no_spill.add(t)
-                temp[v] = t
-        reload = list(dict.fromkeys(hit_uses + [d for d in hit_defs
-                                                if s.guard >= 0 or d in s.uses]))
-        line = s.line
-        for v in reload:
-            body.append(_restore(regs, v, temp[v], remat, state, line))
-        new_ops = [op.map_regs(lambda r: Reg(temp[r.v], r.comp) if r.v in temp else r)
-                   for op in s.ops]
-        guard = temp.get(s.guard, s.guard) if s.guard >= 0 else -1
-        body.append(s.copy_with(new_ops, guard))
-        for v in dict.fromkeys(hit_defs):
-            if v in remat:
-                continue                        # recomputed at every use instead
-            body.append(_save(regs, v, temp[v], state, line))
+        elif id(s) in plan.after:               # the preheader's last instruction
+            body.extend(rewritten(s))
+            body.extend(loop_reloads(s))
+        else:                                   # before the preheader's terminator, if any
+            body.extend(loop_reloads(s))
+            body.extend(rewritten(s))
     out.body = shared.insert_at_entry(body, entry) if entry else body
     return out
 
@@ -127,7 +178,7 @@ def _restore(regs, v: int, t: int, remat: dict[int, Instruction], state: SpillSt
         ins.origin = Edit(EditKind.PRELOAD, value)
         return ins
     ins = build.spill_reload(regs, t, state.array, line, state.base)
-    ins.origin = Edit(EditKind.RELOAD, value, value_slot(v))
+    ins.origin = Edit(EditKind.RELOAD, value, state.slot(v))
     return ins
 
 
@@ -138,5 +189,5 @@ def _save(regs, v: int, t: int, state: SpillState, line: int) -> Instruction:
         ins.origin = Edit(EditKind.PSPILL, value)
         return ins
     ins = build.spill_store(regs, t, state.array, line, state.base)
-    ins.origin = Edit(EditKind.SPILL, value, value_slot(v))
+    ins.origin = Edit(EditKind.SPILL, value, state.slot(v))
     return ins

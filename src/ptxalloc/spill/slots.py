@@ -64,9 +64,11 @@ def slot_liveness(cfg: CFG, key_index: dict[Slot, int]):
 
 
 def assign_slots(cfg: CFG, sizes: dict[Slot, int], array: str) -> int:
-    """Give every slot an offset, patch the stores and reloads, and return the frame size in
-    bytes."""
-    keys = sorted(sizes, key=Slot.order)
+    """Give every slot still accessed an offset, patch the stores and reloads, and return the
+    frame size in bytes (a slot whose every access was removed or promoted takes none)."""
+    accessed = {ins.origin.slot for ins in cfg.instrs
+                if ins.origin is not None and ins.origin.slot is not None}
+    keys = sorted((k for k in sizes if k in accessed), key=Slot.order)
     if not keys:
         return 0
     key_index = {k: i for i, k in enumerate(keys)}

@@ -27,7 +27,9 @@ A scheduled allocation (``schedule=1`` in the header) is proven against the orig
 instructions in the order its ``//@schedule`` lines record, once :mod:`.schedule` has validated
 that order as a dependence-respecting permutation of the original (docs/checker.md). Hoisting
 (``hoist=1``, :mod:`.hoist`) and memory-to-register promotion (``promote=1``, :mod:`.promote`)
-are replayed and validated the same way, before the schedule, in the pipeline's order.
+are replayed and validated the same way, before the schedule, in the pipeline's order, and
+so is recomputation at the use (``recompute=1``, :mod:`.recompute`: the original rewritten as
+its ``//@recompute``/``//@dead`` lines say, once the rewriting is proven equivalent).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from .matching import Matcher
 from .messages import Messages
 from .hoist import hoisted_original
 from .promote import promoted_original
+from .recompute import recomputed_original
 from .schedule import scheduled_original
 from .uniform import check_uniform
 
@@ -125,6 +128,9 @@ def check_function(original: Function, allocated: Function,
         original = hoisted_original(original, allocated)
     if header.get("promote") == "1":
         original = promoted_original(original, allocated, module_decls)
+    if header.get("recompute") == "1":
+        # proven against the original rewritten by its records, once they are proven
+        original = recomputed_original(original, allocated)
     if header.get("schedule") == "1":
         # proven against the original in the recorded order, once that order is validated
         original = scheduled_original(original, allocated)

@@ -59,9 +59,10 @@ class Header(NamedTuple):
     spill array (None when there is none) and its frame in bytes, whether ``abi=1``, whether
     ``schedule=1`` (the function was allocated from the original reordered as its
     ``//@schedule`` lines say: :mod:`.schedule`), ``hoist=1`` and ``promote=1`` (likewise for
-    the ``//@hoist`` lines, :mod:`.hoist`, and the ``//@promote`` lines, :mod:`.promote`), and
-    with ``space=shared block=N`` the spill array is a ``.shared`` area of N threads' frames
-    (:mod:`.shared`)."""
+    the ``//@hoist`` lines, :mod:`.hoist`, and the ``//@promote`` lines, :mod:`.promote`),
+    ``recompute=1`` (the original rewritten as its ``//@recompute`` and ``//@dead`` lines say:
+    :mod:`.recompute`), and with ``space=shared block=N`` the spill array is a ``.shared`` area
+    of N threads' frames (:mod:`.shared`)."""
 
     budget: int
     stem: str
@@ -73,6 +74,7 @@ class Header(NamedTuple):
     scheduled: bool = False
     hoisted: bool = False
     promoted: bool = False
+    recomputed: bool = False
     shared: bool = False            # space=shared: the spill array is a .shared area
     block: int = 0                  # shared: the threads whose frames it holds
 
@@ -107,4 +109,4 @@ class Header(NamedTuple):
                    fields.get("abi") == "1", fields.get("allocator", "?"),
                    fields.get("arch", "?"), fields.get("schedule") == "1",
                    fields.get("hoist") == "1", fields.get("promote") == "1",
-                   space == "shared", block)
+                   fields.get("recompute") == "1", space == "shared", block)

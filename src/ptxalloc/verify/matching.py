@@ -39,6 +39,7 @@ from .messages import Messages, first_diff
 from .placements import Placements
 from .hoist import HOIST
 from .promote import PROMOTE
+from ..ir.recompute import DEAD, RECOMPUTE
 from .schedule import SCHEDULE
 from .shared import ABI_REASON, BASE_OFFSET, SCRATCH_OFFSET, BaseRun, check_area
 
@@ -77,8 +78,8 @@ class Matcher:
         self.block = header.block
         # the record lines of the pre-passes the header names (checker.py replays them)
         self.pass_lines = tuple(prefix + " " for prefix, on in (
-            (SCHEDULE, header.scheduled), (HOIST, header.hoisted), (PROMOTE, header.promoted))
-            if on)
+            (SCHEDULE, header.scheduled), (HOIST, header.hoisted), (PROMOTE, header.promoted),
+            (RECOMPUTE, header.recomputed), (DEAD, header.recomputed)) if on)
         self.locs = locs
         self.msgs = msgs
         self.fail_at = msgs.fail_at

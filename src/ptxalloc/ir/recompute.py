@@ -1,0 +1,130 @@
+"""Recomputations at the use, as records (issue 13; seed 002 "Rematerialization"): what the
+pass :mod:`ptxalloc.passes.recompute` decided and what the checker rebuilds from the
+``//@recompute`` and ``//@dead`` lines of an allocated function (docs/allocated-ptx.md,
+"Recomputed functions"), applied to a function the same way by both.
+
+A :class:`Recompute` record ``(define, uses)`` names, by original instruction index (0-based,
+in body order), a definition ``op %v, a, b`` and the instructions whose reads of ``%v`` read
+instead a fresh register ``%n`` of the same type, defined by a copy ``op %n, a, b`` of the
+definition inserted right before the first of ``uses``. ``dead`` lists original instructions
+left out. Applying them is mechanical, like :meth:`Function.reordered` for a schedule; whether
+the result computes what the original computes is proven separately
+(:mod:`ptxalloc.verify.recompute`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from .instruction import Instruction
+from .module import Function
+from .operands import Reg
+
+RECOMPUTE = "//@recompute"
+DEAD = "//@dead"
+ENTRIES_PER_LINE = 16
+_ENTRY = re.compile(r"(\d+)>(\d+(?:,\d+)*)$")
+
+
+class Recompute(NamedTuple):
+    """A recomputation of original instruction ``define`` serving ``uses`` (ascending)."""
+
+    define: int
+    uses: tuple[int, ...]
+
+
+def record_lines(records: list[Recompute], dead: list[int]) -> list[str]:
+    """The ``//@recompute D>U1,U2`` and ``//@dead D ...`` comment lines of ``records``."""
+    tokens = [f"{r.define}>{','.join(map(str, r.uses))}" for r in records]
+    lines = [RECOMPUTE + " " + " ".join(tokens[i:i + ENTRIES_PER_LINE])
+             for i in range(0, len(tokens), ENTRIES_PER_LINE)]
+    dead = sorted(dead)
+    lines += [DEAD + " " + " ".join(map(str, dead[i:i + ENTRIES_PER_LINE]))
+              for i in range(0, len(dead), ENTRIES_PER_LINE)]
+    return lines
+
+
+def parse_entries(kind: str, rest: str) -> tuple[list[Recompute], list[int]]:
+    """The records or dead indices of one line's text after ``kind`` (RECOMPUTE or DEAD);
+    raises ValueError naming a malformed entry."""
+    records: list[Recompute] = []
+    dead: list[int] = []
+    for tok in rest.split():
+        if kind == DEAD:
+            if not tok.isdigit():
+                raise ValueError(f"malformed entry '{tok}'")
+            dead.append(int(tok))
+            continue
+        m = _ENTRY.match(tok)
+        if m is None:
+            raise ValueError(f"malformed entry '{tok}'")
+        records.append(Recompute(int(m.group(1)), tuple(int(u) for u in m.group(2).split(","))))
+    return records, dead
+
+
+def fresh_name(fn: Function, base: str, taken: set[str]) -> str:
+    """``base$rcK``, the first K whose name the function does not use."""
+    k = 0
+    while True:
+        name = f"{base}$rc{k}"
+        if name not in taken:
+            taken.add(name)
+            return name
+        k += 1
+
+
+def apply_recomputations(fn: Function, records: list[Recompute], dead: list[int]) -> Function:
+    """A copy of ``fn`` with each recomputation inserted and its uses redirected, and the
+    ``dead`` instructions left out. Fresh registers are numbered after ``fn``'s own, in record
+    order. Raises ValueError when a record does not fit the function (an index out of range, a
+    definition that is not ``op %v, ...`` of one whole register, a use that does not read
+    ``%v``)."""
+    instrs = fn.instructions()
+    n = len(instrs)
+    new = fn.copy()
+    regs = new.regs
+    taken = set(regs.names)
+    before: dict[int, list[Instruction]] = {}
+    rewritten: dict[int, Instruction] = {}
+    for r in records:
+        if not 0 <= r.define < n or not r.uses or any(not 0 <= u < n for u in r.uses) \
+                or list(r.uses) != sorted(set(r.uses)):
+            raise ValueError(f"recomputation {r.define}>{','.join(map(str, r.uses))} does not "
+                             f"name instructions of the function's {n} in ascending order")
+        d = instrs[r.define]
+        dst = d.ops[0] if d.ops else None
+        if len(d.defs) != 1 or type(dst) is not Reg or dst.comp or dst.v != d.defs[0]:
+            raise ValueError(f"recomputation of line {d.line}: '{d.render(fn.regs.names.__getitem__)}'"
+                             f" does not define one whole register")
+        v = dst.v
+        fresh = regs.like(v, fresh_name(fn, regs.names[v], taken))
+        copy = d.copy_with([Reg(fresh)] + list(d.ops[1:]))
+        copy.comment = ""
+        before.setdefault(r.uses[0], []).append(copy)
+
+        def redirect(op, v=v, fresh=fresh):
+            return Reg(fresh, op.comp) if op.v == v else op
+
+        for u in r.uses:
+            ins = rewritten.get(u, instrs[u])
+            if v not in ins.uses:
+                raise ValueError(f"recomputation of line {d.line}: line {ins.line} does not "
+                                 f"read {regs.names[v]}")
+            rewritten[u] = ins.copy_with([op.map_regs(redirect) for op in ins.ops],
+                                         fresh if ins.guard == v else None)
+    gone = set(dead)
+    if any(not 0 <= i < n for i in gone):
+        raise ValueError(f"a dead instruction is outside the function's {n}")
+    body = []
+    k = 0
+    for s in fn.body:
+        if type(s) is Instruction:
+            body.extend(before.get(k, ()))
+            if k not in gone:
+                body.append(rewritten.get(k, s))
+            k += 1
+        else:
+            body.append(s)
+    new.body = body
+    return new

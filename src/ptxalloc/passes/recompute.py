@@ -1,0 +1,238 @@
+"""Recomputation at the use before allocation: addresses formed at the access, cheap values and
+predicates rematerialized where they are read (seed 002 "Rematerialization" and its cost
+model; issue 13: transformations (v), address formation at the access, and (i), cheap
+rematerialization, of its measurement of where ptxas wins).
+
+Triton and LLVM compute an address, an offset or a predicate once and keep it live across a
+loop until the access that reads it; ptxas forms such a value right before the access, from
+registers live there anyway. This pass does the same on the PTX: a value ``%v`` is recomputed
+at its uses when
+
+* it has exactly one definition ``op %v, a, b`` — a cheap integer computation (``add``, ``sub``,
+  ``mul``/``mad`` including ``.wide``, ``shl``/``shr``, ``and``/``or``/``xor``/``not``,
+  ``cvt`` between integers, ``cvta``, ``mov``) or a ``setp``, of kind ``PURE``
+  (:mod:`ptxalloc.ir.effects`: no memory access, never a load, nothing with a side effect),
+  unguarded, off the carry chain, reading only registers, immediates and fixed symbols
+  (``%tid.x``, a variable's address), with ``%v`` not among its operands;
+* at every use the definition is *available*: it reaches the use on every path and none of its
+  operands nor ``%v`` is redefined in between (a forward must-dataflow over the blocks);
+* at every use each register operand of the definition is live anyway (live before the use in
+  the original): recomputing there lengthens no other value's range;
+* the recomputations are worth it by seed 002's rule (:func:`ptxalloc.spill.remat.
+  worth_rematerializing`: one cycle of compute against a reload of 4 to 10) and there are at
+  most :data:`MAX_RECOMPUTATIONS` of them, and the value's range shrinks (it is not read only
+  by the instruction right after its definition).
+
+Then one copy of the definition into a fresh register goes right before each using instruction,
+the uses read it, and the original definition, now without uses, is left out. Pressure can only
+fall where it was computed (the new value is live only across its use, its operands were live
+there already) but decisions are taken together on the original's liveness, so the result is
+kept only when its MaxLive (general registers and predicates) is no higher.
+
+The decisions are :class:`~ptxalloc.ir.recompute.Recompute` records; the allocated function
+carries them in ``//@recompute`` / ``//@dead`` lines and :mod:`ptxalloc.verify.recompute`
+proves the rewritten function equivalent to the original by its own available-expressions
+argument (docs/checker.md, "Recomputed allocations"). Switch: the knob ``recompute``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..analysis.liveness import Liveness
+from ..ir.cfg import CFG
+from ..ir.effects import PURE, effect_kind, uses_carry
+from ..ir.module import Function
+from ..ir.operands import Imm, Reg, Sym
+from ..ir.recompute import Recompute, apply_recomputations
+from ..ir.registers import RegClass
+from ..spill.remat import worth_rematerializing
+from ..util import gc_paused
+
+#: Opcodes cheap enough to recompute (seed 002: moves, add/sub, shifts, bitwise operations,
+#: address computation), integer types only, and ``setp`` of any type.
+CHEAP_BASES = frozenset(("add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor", "not",
+                         "cvt", "cvta", "mov", "setp"))
+_TYPE = re.compile(r"\.(?:[subf]\d+|f16x2|bf16x2|bf16|pred|tf32|e4m3|e5m2)\b")
+_INTEGER = re.compile(r"\.[sub](?:8|16|32|64)$")
+
+#: The most recomputations of one value (each is one instruction more).
+MAX_RECOMPUTATIONS = 8
+
+
+@dataclass
+class Recomputed:
+    """The rewritten function and what was done: ``records`` (one per inserted instruction),
+    ``dead`` (original instruction indices left out: one per value recomputed) and MaxLive
+    (registers, predicates) before and after."""
+
+    function: Function
+    records: list[Recompute]
+    dead: list[int]
+    max_live_before: tuple[int, int]
+    max_live_after: tuple[int, int]
+
+    def report(self) -> dict:
+        return {"values": len(self.dead), "inserted": len(self.records),
+                "max_live_before": self.max_live_before[0],
+                "max_live_after": self.max_live_after[0]}
+
+
+def cheap(ins) -> bool:
+    """Whether ``ins`` is a definition this pass may copy (module docstring)."""
+    base = ins.base
+    if base not in CHEAP_BASES or ins.guard >= 0 or len(ins.defs) != 1 or not ins.known \
+            or effect_kind(ins) != PURE or uses_carry(ins):
+        return False
+    dst = ins.ops[0] if ins.ops else None
+    if type(dst) is not Reg or dst.comp or dst.v != ins.defs[0] or dst.v in ins.uses:
+        return False
+    for op in ins.ops[1:]:
+        t = type(op)
+        if t is Reg:
+            if op.comp:
+                return False
+        elif t is not Imm and t is not Sym:
+            return False
+    if base == "setp":
+        return True
+    types = _TYPE.findall(ins.opcode)
+    return bool(types) and all(_INTEGER.match(t) for t in types) or \
+        (base == "mov" and not types)
+
+
+def recompute_function(fn: Function) -> Recomputed | None:
+    """The function with its cheap values recomputed at their uses, or None when nothing
+    qualifies or MaxLive would not stay as low."""
+    from ..analysis import pressure_of
+    with gc_paused():
+        records, dead = plan(fn)
+        if not records:
+            return None
+        new = apply_recomputations(fn, records, dead)
+        old_p = pressure_of(fn)
+        new_p = pressure_of(new)
+        before = (old_p.max_live, old_p.max_preds)
+        after = (new_p.max_live, new_p.max_preds)
+        if after[0] > before[0] or after[1] > before[1]:
+            return None
+        return Recomputed(new, records, dead, before, after)
+
+
+def plan(fn: Function) -> tuple[list[Recompute], list[int]]:
+    """The recomputations to make and the definitions they leave dead."""
+    cfg = CFG(fn)
+    instrs = cfg.instrs
+    regs = fn.regs
+    ndefs = [0] * len(regs)
+    uses_at: dict[int, list[int]] = {}
+    for i, ins in enumerate(instrs):
+        for d in ins.defs:
+            ndefs[d] += 1
+        for u in ins.uses:
+            uses_at.setdefault(u, []).append(i)
+    # old-ABI ``.reg`` parameters and results: the caller reads a result at ``ret``
+    bound = {p.vid for p in fn.params + fn.returns if p.space == "reg" and p.vid >= 0}
+    define: dict[int, int] = {}          # candidate value -> its defining instruction
+    for i, ins in enumerate(instrs):
+        if ins.defs and ndefs[ins.defs[0]] == 1 and ins.defs[0] not in bound and ins.defs[0] in uses_at and cheap(ins) \
+                and (regs.vec[ins.defs[0]] == 0) and regs.classes[ins.defs[0]] != RegClass.B128:
+            define[ins.defs[0]] = i
+    if not define:
+        return [], []
+    available = _available_before(cfg, instrs, define)
+    liveness = Liveness(cfg)
+    live_before: dict[int, list[int]] = {}
+    records = []
+    dead = []
+    pinned = 0          # operands of recomputed definitions: their own definitions must stay
+    # the latest definitions first: an address is recomputed rather than the offset it reads
+    for v, i in sorted(define.items(), key=lambda x: -x[1]):
+        if pinned >> v & 1:
+            continue
+        d = instrs[i]
+        operands = 0
+        for u in d.uses:
+            operands |= 1 << u
+        sites = sorted(set(uses_at[v]))
+        if len(sites) > MAX_RECOMPUTATIONS:
+            continue
+        if len(sites) == 1 and sites[0] == i + 1 and cfg.block_of[i] == cfg.block_of[i + 1]:
+            continue                    # read right after it is made: nothing to shorten
+        ok = True
+        for j in sites:
+            if not available[j] >> v & 1 or uses_carry(instrs[j]):
+                ok = False
+                break
+            blk = cfg.block_of[j]
+            lb = live_before.get(blk)
+            if lb is None:
+                lb = live_before[blk] = liveness.live_before(blk)
+            if lb[j - cfg.blocks[blk].first] & operands != operands or \
+                    not worth_rematerializing(cfg.blocks[blk].depth):
+                ok = False
+                break
+        if ok:
+            records.extend(Recompute(i, (j,)) for j in sites)
+            dead.append(i)
+            pinned |= operands
+    records.sort()
+    return records, dead
+
+
+def _available_before(cfg: CFG, instrs, define: dict[int, int]) -> dict[int, int]:
+    """For each instruction that reads a candidate, the bitset of candidates whose definition is
+    available right before it: it reached there on every path with neither the value nor an
+    operand redefined since (forward must-dataflow)."""
+    kills: dict[int, int] = {}           # register -> candidates its redefinition invalidates
+    for v, i in define.items():
+        kills[v] = kills.get(v, 0) | 1 << v
+        for u in instrs[i].uses:
+            kills[u] = kills.get(u, 0) | 1 << v
+    gen_at = {i: v for v, i in define.items()}
+    universe = 0
+    for v in define:
+        universe |= 1 << v
+    blocks = cfg.blocks
+
+    def transfer(b, avail: int, out: dict[int, int] | None) -> int:
+        first = b.first
+        for k, ins in enumerate(b.instrs):
+            if out is not None:
+                out[first + k] = avail
+            for d in ins.defs:
+                kill = kills.get(d)
+                if kill:
+                    avail &= ~kill
+            v = gen_at.get(first + k)
+            if v is not None:
+                avail |= 1 << v
+        return avail
+
+    n = len(blocks)
+    avail_in = [universe] * n
+    avail_out = [universe] * n
+    avail_in[0] = 0
+    for b in blocks:
+        if not b.reachable:
+            avail_in[b.id] = 0
+    changed = True
+    order = cfg.rpo
+    while changed:
+        changed = False
+        for bid in order:
+            b = blocks[bid]
+            if bid != 0:
+                x = universe
+                for p in b.preds:
+                    x &= avail_out[p] if blocks[p].reachable else 0
+                avail_in[bid] = x
+            out = transfer(b, avail_in[bid], None)
+            if out != avail_out[bid]:
+                avail_out[bid] = out
+                changed = True
+    result: dict[int, int] = {}
+    for b in blocks:
+        transfer(b, avail_in[b.id] if b.reachable else 0, result)
+    return result

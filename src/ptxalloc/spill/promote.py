@@ -1,0 +1,137 @@
+"""Spill slots moved into registers the allocation left free (seed 002 post-allocation
+peephole, "Spill Code Optimization"; issue 13, the after-allocation waste).
+
+Spill decisions are made round by round, before the final coloring is known; once it is, some
+spilled values turn out to have had room after all: a register of the value's shape that no
+register of the function occupies anywhere the value sits in its slot. Such a slot is promoted:
+each store ``st.local [S], R`` becomes ``mov F, R`` and each reload ``ld.local R', [S]`` becomes
+``mov R', F``, annotated ``//@move`` — no local memory at all. The checker proves the copies
+like any other.
+
+A slot qualifies when it is accessed only by spill stores and reloads of one value (not the
+saves around calls, not the callee-saved prologue) of a general register. ``F`` must be free at
+every point where the slot is live (from each store to the reloads it reaches: the slot
+liveness of :mod:`slots`) and at each store: no register placed on its units is live after the
+point or defined there, and no call there destroys it. Only registers below the allocation's
+high-water mark are used, so the function's register count does not change. Slots are
+promoted greedily, the most accessed (by block frequency) first. Knob ``SpillSlotsToRegisters``.
+"""
+
+from __future__ import annotations
+
+from ..analysis.liveness import Liveness
+from ..ir import build
+from ..ir.cfg import CFG
+from ..ir.edits import Edit, EditKind, Slot
+from ..ir.instruction import Instruction
+from ..ir.registers import RegTable
+from ..target.units import GPR, RegFile, Shape
+from ..util import bits
+from .slots import slot_liveness
+
+_VALUE_ACCESSES = frozenset((EditKind.SPILL, EditKind.RELOAD))
+
+
+def promote_slots(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[int, Shape],
+                  regfile: RegFile, clobbers: dict[int, int]
+                  ) -> tuple[dict[int, Instruction], dict[int, int]]:
+    """The copies replacing the accesses of every promoted slot (``id(instr) -> copy``) and
+    the start unit of each new register that holds a promoted slot."""
+    accesses: dict[Slot, list[Instruction]] = {}
+    refused: set[Slot] = set()
+    for ins in cfg.instrs:
+        o = ins.origin
+        if o is None or o.slot is None:
+            continue
+        accesses.setdefault(o.slot, []).append(ins)
+        reg = build.stored(ins) if o.stores else ins.defs[0]
+        if o.kind not in _VALUE_ACCESSES or reg not in start or shapes[reg].file != GPR:
+            refused.add(o.slot)
+    eligible = [s for s in accesses if s not in refused]
+    if not eligible:
+        return {}, {}
+    top = max((s + shapes[v].units for v, s in start.items() if shapes[v].file == GPR),
+              default=0)
+    limit = top + top % 2                   # units below the high-water mark
+    key_index = {s: i for i, s in enumerate(accesses)}
+    busy = _busy_units(cfg, start, shapes, clobbers)
+    points = _slot_points(cfg, key_index)
+    freq = [cfg.blocks[cfg.block_of[i]].freq for i in range(len(cfg.instrs))]
+    index_of = {id(ins): i for i, ins in enumerate(cfg.instrs)}
+
+    def weight(slot: Slot) -> float:
+        return sum(freq[index_of[id(ins)]] for ins in accesses[slot])
+
+    copies: dict[int, Instruction] = {}
+    new_starts: dict[int, int] = {}
+    for slot in sorted(eligible, key=weight, reverse=True):
+        first = accesses[slot][0]
+        value_reg = build.stored(first) if first.origin.stores else first.defs[0]
+        shape = shapes[value_reg]
+        where = points[key_index[slot]]
+        taken = 0
+        for p in where:
+            taken |= busy[p]
+        place = next(((s, m) for s, m in regfile.placements(shape)
+                      if s + shape.units <= limit and not m & taken), None)
+        if place is None:
+            continue
+        s, m = place
+        for p in where:
+            busy[p] |= m
+        f = regs.like(value_reg, f"{regs.names[value_reg]}$f")
+        new_starts[f] = s
+        for ins in accesses[slot]:
+            o = ins.origin
+            mv = (build.copy(regs, f, build.stored(ins), ins.line) if o.stores
+                  else build.copy(regs, ins.defs[0], f, ins.line))
+            mv.origin = Edit(EditKind.MOVE, o.value)
+            copies[id(ins)] = mv
+    return copies, new_starts
+
+
+def _busy_units(cfg: CFG, start: dict[int, int], shapes: dict[int, Shape],
+                clobbers: dict[int, int]) -> list[int]:
+    """Per instruction id, the general-register units occupied there: by the registers live
+    after it, those it defines, and what a call destroys."""
+    mask_of = {v: shapes[v].mask(s) for v, s in start.items() if shapes[v].file == GPR}
+    live_out = Liveness(cfg).live_out
+    busy = [0] * len(cfg.instrs)
+    for b in cfg.blocks:
+        live = live_out[b.id]
+        for k in range(len(b.instrs) - 1, -1, -1):
+            ins = b.instrs[k]
+            units = clobbers.get(id(ins), 0)
+            for v in bits(live):
+                units |= mask_of.get(v, 0)
+            for d in ins.defs:
+                units |= mask_of.get(d, 0)
+            busy[b.first + k] = units
+            if ins.guard < 0:
+                for d in ins.defs:
+                    live &= ~(1 << d)
+            for u in ins.uses:
+                live |= 1 << u
+    return busy
+
+
+def _slot_points(cfg: CFG, key_index: dict[Slot, int]) -> list[list[int]]:
+    """Per slot, the instruction ids where it is live after the instruction, and its stores."""
+    events, live_out = slot_liveness(cfg, key_index)
+    points: list[list[int]] = [[] for _ in key_index]
+    for b, ev in zip(cfg.blocks, events):
+        live = live_out[b.id]
+        for k in range(len(ev) - 1, -1, -1):
+            ins, i, is_store = ev[k]
+            p = b.first + k
+            for j in bits(live):
+                points[j].append(p)
+            if i < 0:
+                continue
+            if is_store:
+                if not live >> i & 1:
+                    points[i].append(p)
+                live &= ~(1 << i)
+            else:
+                live |= 1 << i
+    return points

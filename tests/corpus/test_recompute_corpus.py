@@ -1,0 +1,71 @@
+"""Recomputation at the use on the corpus (issue 13): on every 10th corpus file ptxas accepts,
+each function's rewriting is proven by the validator and never raises MaxLive, and its
+allocation (briggs at K = 32, fat-point at K = 255; the pass is on by default) is proven
+through the whole chain from the original file (``verify_modules(original, allocated)``, what
+``ptxalloc verify ORIGINAL ALLOCATED`` runs) and assembles with ptxas.
+
+Skipped where ``../shared/corpus`` is absent.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import assert_justified_refusal, corpus_files, corpus_root
+from ptxalloc import ptxas
+from ptxalloc.alloc.driver import Options
+from ptxalloc.analysis import pressure_of
+from ptxalloc.errors import AllocationError
+from ptxalloc.passes.recompute import recompute_function
+from ptxalloc.pipeline import allocate_module
+from ptxalloc.ptx import parse_file
+from ptxalloc.verify import parse_allocated, verify_modules
+from ptxalloc.verify.recompute import check_recomputation
+
+pytestmark = pytest.mark.corpus
+
+
+def _params():
+    files = corpus_files()[::10]
+    if not files:
+        return [pytest.param(None, marks=pytest.mark.skip(reason="../shared/corpus is absent"))]
+    return [pytest.param(f, id=f["path"]) for f in files]
+
+
+@pytest.mark.parametrize("entry", _params())
+def test_recomputation_proven_and_never_raises_maxlive(entry):
+    module = parse_file(str(corpus_root() / entry["path"]))
+    for fn in module.functions:
+        r = recompute_function(fn)
+        if r is None:
+            continue
+        check_recomputation(fn, r.function)
+        before, after = pressure_of(fn), pressure_of(r.function)
+        assert after.max_live <= before.max_live and after.max_preds <= before.max_preds
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("allocator,k", [("briggs", 32), ("fatpoint", 255)])
+@pytest.mark.parametrize("entry", _params())
+def test_recomputed_allocation_proven_from_the_original_and_assembles(entry, allocator, k):
+    path = str(corpus_root() / entry["path"])
+    module = parse_file(path)
+    options = Options(allocator=allocator)
+    kept = []
+    for fn in module.functions:
+        try:
+            allocate_module(module, k, allocator, function=fn.name, verify=False,
+                            options=options)
+            kept.append(fn.name)
+        except AllocationError as e:
+            assert_justified_refusal(str(e), k)
+    module = module.without({f.name for f in module.functions} - set(kept))
+    if not kept:
+        pytest.skip("every function refused at this budget")
+    res = allocate_module(module, k, allocator, options=options)
+    assert {f.verified for f in res.functions} == {True}
+    verify_modules(module, parse_allocated(res.ptx, "allocated.ptx"))
+    if not ptxas.available():
+        pytest.skip("ptxas is not on the PATH")
+    out = ptxas.assemble(res.ptx, entry["ptxas_arch"])
+    assert out.ok, out.output

@@ -1,0 +1,171 @@
+"""Recomputation at the use before allocation (issue 13, seed 002 "Rematerialization"): what the
+pass does on hand-written PTX (an address and a predicate formed at the access inside a loop),
+what it leaves alone (an operand redefined on one path, a definition that does not reach), its
+available-expressions validator refusing wrong rewritings, and the whole chain — recompute,
+allocate, ``verify ORIGINAL ALLOCATED`` — proven and assembled, on hand-written and Triton PTX."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import DATA
+from ptxalloc import ptxas
+from ptxalloc.analysis import pressure_of
+from ptxalloc.cli import main
+from ptxalloc.errors import VerificationError
+from ptxalloc.ir.recompute import Recompute, apply_recomputations
+from ptxalloc.passes.recompute import plan, recompute_function
+from ptxalloc.pipeline import allocate
+from ptxalloc.ptx import parse, parse_file
+from ptxalloc.verify import parse_allocated, verify_modules
+from ptxalloc.verify.recompute import check_recomputation
+
+LOOP = DATA / "hand" / "recompute_loop.ptx"
+PATHS = DATA / "hand" / "recompute_paths.ptx"
+TRITON = DATA / "triton"
+
+
+def render(fn) -> list[str]:
+    return [" ".join(i.render(fn.regs.names.__getitem__).split()) for i in fn.instructions()]
+
+
+def index_of(fn, text: str) -> int:
+    return render(fn).index(text)
+
+
+def test_address_and_predicate_formed_at_the_access():
+    fn = parse_file(str(LOOP)).functions[0]
+    r = recompute_function(fn)
+    assert r is not None
+    text = render(r.function)
+    load = text.index("ld.global.f32 %f2, [%rd4$rc0];")
+    assert text[load - 1] == "add.s64 %rd4$rc0, %rd2, %rd3;"
+    store = text.index("@%p1$rc0 st.global.u64 [%rd2], %rd3;")
+    assert text[store - 1] == "setp.lt.u32 %p1$rc0, %r2, %r1;"
+    # the originals are gone, everything else stays
+    assert "add.s64 %rd4, %rd2, %rd3;" not in text and "setp.lt.u32 %p1, %r2, %r1;" not in text
+    assert len(text) == len(render(fn))
+    before, after = pressure_of(fn), pressure_of(r.function)
+    assert (before.max_live, before.max_preds) == (11, 2)
+    assert (after.max_live, after.max_preds) == (10, 1)
+    assert r.report() == {"values": 2, "inserted": 2, "max_live_before": 11,
+                          "max_live_after": 10}
+    check_recomputation(fn, r.function)
+
+
+def test_nothing_recomputed_where_an_operand_changes_or_the_definition_does_not_reach():
+    fn = parse_file(str(PATHS)).functions[0]
+    # %rd4 (its operand %rd3 is redefined on one path) and %rd5 (defined on one path only)
+    assert plan(fn) == ([], [])
+    assert recompute_function(fn) is None
+
+
+def _rewrite(fn, define: str, use: str):
+    d, u = index_of(fn, define), index_of(fn, use)
+    return apply_recomputations(fn, [Recompute(d, (u,))], [d])
+
+
+def test_validator_refuses_an_operand_redefined_on_one_path():
+    fn = parse_file(str(PATHS)).functions[0]
+    bad = _rewrite(fn, "add.s64 %rd4, %rd2, %rd3;", "ld.global.f32 %f1, [%rd4];")
+    with pytest.raises(VerificationError, match=r"reads %rd4\$rc0 in place of %rd4.*redefined"):
+        check_recomputation(fn, bad)
+
+
+def test_validator_refuses_a_definition_that_does_not_reach():
+    fn = parse_file(str(PATHS)).functions[0]
+    d = index_of(fn, "add.s64 %rd5, %rd2, %rd3;")
+    u = index_of(fn, "ld.global.f32 %f2, [%rd5];")
+    # the definition kept: the recomputation alone is refused (not on every path)
+    bad = apply_recomputations(fn, [Recompute(d, (u,))], [])
+    with pytest.raises(VerificationError, match=r"does not reach"):
+        check_recomputation(fn, bad)
+
+
+def test_validator_refuses_removing_a_live_or_impure_instruction():
+    fn = parse_file(str(LOOP)).functions[0]
+    add = index_of(fn, "add.s64 %rd4, %rd2, %rd3;")
+    with pytest.raises(VerificationError, match="not a dead pure instruction"):
+        check_recomputation(fn, apply_recomputations(fn, [], [add]))
+    load = index_of(fn, "ld.global.f32 %f2, [%rd4];")
+    with pytest.raises(VerificationError, match="not a dead pure instruction"):
+        check_recomputation(fn, apply_recomputations(fn, [], [load]))
+
+
+def test_validator_refuses_a_recomputed_load():
+    fn = parse_file(str(LOOP)).functions[0]
+    load = index_of(fn, "ld.global.f32 %f2, [%rd4];")
+    use = index_of(fn, "add.f32 %f1, %f1, %f2;")
+    with pytest.raises(VerificationError, match="pure, unguarded"):
+        check_recomputation(fn, apply_recomputations(fn, [Recompute(load, (use,))], []))
+
+
+def test_validator_accepts_the_pass_and_refuses_a_tampered_record(tmp_path, capsys):
+    res = allocate(LOOP.read_text(), 255, filename=str(LOOP))
+    f = res.functions[0]
+    assert f.verified and f.extra["recompute"]["values"] == 2
+    assert re.search(r"//@ptxalloc .* recompute=1\n\t//@recompute 5>9 6>11\n\t//@dead 5 6\n",
+                     res.ptx)
+    good = tmp_path / "good.ptx"
+    good.write_text(res.ptx)
+    assert main(["verify", str(LOOP), str(good)]) == 0
+    assert "verified:" in capsys.readouterr().out
+    # a record naming a use that does not read the value
+    bad = tmp_path / "bad.ptx"
+    bad.write_text(res.ptx.replace("//@recompute 5>9 6>11", "//@recompute 5>10 6>11"))
+    assert main(["verify", str(LOOP), str(bad)]) == 1
+    assert "does not read %rd4" in capsys.readouterr().err
+    # the records without the header flag: unknown annotations
+    bad.write_text(res.ptx.replace(" recompute=1", ""))
+    assert main(["verify", str(LOOP), str(bad)]) == 1
+    assert "unknown annotation" in capsys.readouterr().err
+
+
+def test_knob_switches_it_off():
+    res = allocate(LOOP.read_text(), 255, knobs={"recompute": 0}, filename=str(LOOP))
+    assert "recompute=" not in res.ptx and "//@recompute" not in res.ptx
+    assert "recompute" not in res.functions[0].extra
+
+
+def test_recompute_then_schedule_is_proven(tmp_path):
+    text = LOOP.read_text()
+    res = allocate(text, 16, knobs={"schedule": 1}, filename=str(LOOP))
+    assert "recompute=1" in res.ptx
+    verify_modules(parse(text, str(LOOP)), parse_allocated(res.ptx, "alloc.ptx"))
+
+
+def test_triton_matmul_maxlive_falls():
+    fn = parse_file(str(TRITON / "sm80_matmul.ptx")).functions[0]
+    r = recompute_function(fn)
+    assert r is not None
+    check_recomputation(fn, r.function)
+    assert r.max_live_before[0] == 213 and r.max_live_after[0] <= 180
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("path", [LOOP, TRITON / "sm80_matmul.ptx", TRITON / "sm80_softmax.ptx",
+                                  TRITON / "sm80_layer_norm.ptx",
+                                  TRITON / "attn_fwd_tma_64x64_d64.ptx"], ids=lambda p: p.name)
+@pytest.mark.parametrize("allocator,k", [("briggs", 128), ("fatpoint", 255)])
+def test_recomputed_allocations_are_proven_and_assemble(path, allocator, k):
+    if not ptxas.available():
+        pytest.skip("ptxas is not on the PATH")
+    text = path.read_text()
+    res = allocate(text, k, allocator, filename=str(path))
+    assert {f.verified for f in res.functions} == {True}
+    assert any("recompute" in f.extra for f in res.functions)
+    verify_modules(parse(text, str(path)), parse_allocated(res.ptx, "alloc.ptx"))
+    arch = parse(text, str(path)).sm or "sm_80"
+    out = ptxas.assemble(res.ptx, "sm_90a" if arch.startswith("sm_90") else arch)
+    assert out.ok, out.output
+
+
+def test_an_old_abi_result_is_never_dead():
+    """``.func (.reg .u32 %ret)``: the caller reads %ret at ``ret``, no instruction does."""
+    fn = parse_file(str(DATA / "hand" / "old_abi_call.ptx")).functions[0]
+    d = index_of(fn, "add.u32 %ret, %t, %a;")
+    with pytest.raises(VerificationError, match="not a dead pure instruction"):
+        check_recomputation(fn, apply_recomputations(fn, [], [d]))
+    assert all(r.define != d for r in plan(fn)[0])
