@@ -298,3 +298,17 @@ def test_shared_spilling_beside_uniform_registers_and_the_pre_passes(more):
     (f,) = res.functions
     assert f.verified and f.registers <= 8 and f.extra["shared_spill"]["bytes"] > 0
     assembles(res.ptx)
+
+
+def test_a_frame_that_misaligns_the_next_threads_slots_is_refuted(allocated):
+    """Every slot lies inside the frame and is aligned within it, but a frame of 2 bytes more
+    puts thread 1's 4-byte slots at odd addresses (a misaligned-address fault): the frame must
+    be a multiple of 16, the widest slot."""
+    _, text, _ = allocated
+    frame = int(re.search(r"frame=(\d+)", text).group(1))
+    block = int(re.search(r"block=(\d+)", text).group(1))
+    bad = text.replace(f"frame={frame}", f"frame={frame + 2}")
+    bad = re.sub(rf"(mad\.lo\.u32\s+%R\d+, %R\d+, ){frame},", rf"\g<1>{frame + 2},", bad)
+    bad = bad.replace(f"[{frame * block}];", f"[{(frame + 2) * block}];")
+    assert bad.count(str(frame + 2)) >= 2
+    _refuted(allocated, bad, "not a multiple of 16")
