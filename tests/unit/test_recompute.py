@@ -224,3 +224,41 @@ def test_no_recomputation_reads_a_register_in_flight():
     bad = apply_recomputations(fn, [Recompute(d, (u,))], [d])
     with pytest.raises(VerificationError, match="asynchronous instruction"):
         check_recomputation(fn, bad)
+
+
+# movmatrix (.aligned: the whole warp executes it together) and a use under a divergent branch
+MOVMATRIX = """.version 8.0
+.target sm_80
+.address_size 64
+
+.visible .entry k(.param .u64 pa)
+{
+	.reg .pred 	%p<3>;
+	.reg .b32 	%r<24>;
+	.reg .b64 	%rd<8>;
+
+	ld.param.u64 	%rd1, [pa];
+	cvta.to.global.u64 	%rd1, %rd1;
+	mov.u32 	%r1, %tid.x;
+	ld.global.b32 	%r4, [%rd1];
+	movmatrix.sync.aligned.m8n8.trans.b16 	%r5, %r4;
+	setp.lt.u32 	%p1, %r1, 7;
+	@%p1 bra 	SKIP;
+	st.global.u32 	[%rd1+64], %r5;
+SKIP:
+	ret;
+}
+"""
+
+
+def test_a_warp_synchronous_instruction_is_not_recomputed_under_a_branch():
+    """Before the fix the validator accepted 'movmatrix.sync.aligned' copied to a use under a
+    divergent branch, where only some threads of the warp would execute it (undefined)."""
+    from ptxalloc.ptx import parse
+    fn = parse(MOVMATRIX, "movmatrix.ptx").functions[0]
+    ins = fn.instructions()
+    d = next(i for i, x in enumerate(ins) if x.opcode.startswith("movmatrix"))
+    u = next(i for i, x in enumerate(ins) if x.opcode == "st.global.u32")
+    bad = apply_recomputations(fn, [Recompute(d, (u,))], [d])
+    with pytest.raises(VerificationError, match="not warp-synchronous"):
+        check_recomputation(fn, bad)
