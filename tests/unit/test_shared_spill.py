@@ -312,3 +312,17 @@ def test_a_frame_that_misaligns_the_next_threads_slots_is_refuted(allocated):
     bad = bad.replace(f"[{frame * block}];", f"[{(frame + 2) * block}];")
     assert bad.count(str(frame + 2)) >= 2
     _refuted(allocated, bad, "not a multiple of 16")
+
+
+def test_the_area_and_the_users_static_shared_memory_must_fit_together():
+    """A kernel with 47,000 bytes of its own .shared and a 3,072-byte spill area: ptxas refuses
+    the sum ("uses too much shared data (0xc398 bytes, 0xc000 max)"); the allocation used to
+    succeed, counting the area alone. 40,000 bytes of its own leave room."""
+    def text(own: int) -> str:
+        t = kernel(extra_decl=f".shared .align 4 .b8 buf[{own}];")
+        return t.replace("\tst.global.f32 [%rd1], ",
+                         f"\tst.shared.u32 [buf+{own - 4}], %r1;\n\tst.global.f32 [%rd1], ", 1)
+    with pytest.raises(AllocationError, match="with the function's own 47000 bytes"):
+        allocate_shared(text(47000))
+    res = allocate_shared(text(40000))
+    assert res.functions[0].extra["shared_spill"]["bytes"] > 0
