@@ -325,4 +325,31 @@ def test_the_area_and_the_users_static_shared_memory_must_fit_together():
     with pytest.raises(AllocationError, match="with the function's own 47000 bytes"):
         allocate_shared(text(47000))
     res = allocate_shared(text(40000))
-    assert res.functions[0].extra["shared_spill"]["bytes"] > 0
+    area = res.functions[0].extra["shared_spill"]
+    assert area["bytes"] > 0 and area["own_bytes"] == 40000
+
+
+def test_smem_and_occupancy_count_the_users_shared_memory(tmp_path, capsys):
+    """ptxas's 'N bytes smem' is every static .shared byte: with 40,000 of the kernel's own and
+    a 48 x 64 area, 43,072 (ptxas -v says the same of the output). The occupancy at 64 threads
+    on sm_80: 3 blocks of 44,160 bytes (43,072 + the 1 KB reservation) fit 164 KB, 9.4 %;
+    without the area 4 blocks, 12.5 % (it said 100 % against 100 %, counting the area alone)."""
+    t = kernel(values=6, extra_decl=".shared .align 4 .b8 buf[40000];")
+    t = t.replace(".f32", ".f64").replace("0f00000000", "0d0000000000000000")
+    t = re.sub(r"\[%rd1\+(\d+)\]", lambda m: f"[%rd1+{2 * int(m.group(1))}]", t)
+    t = t.replace("\tst.global.f64 [%rd1], ", "\tst.shared.u32 [buf+39996], %r1;\n"
+                  "\tst.global.f64 [%rd1], ", 1)
+    path = tmp_path / "k.ptx"
+    path.write_text(t)
+    assert main(["allocate", str(path), "--registers", "8", "--spill-to", "shared",
+                 "-o", str(tmp_path / "o.ptx"), "-v"]) == 0
+    out = capsys.readouterr().out
+    m = re.search(r"(\d+) bytes smem \(spill area: (\d+) bytes x 64 threads; occupancy "
+                  r"([\d.]+) % against ([\d.]+) % without it\)", out)
+    assert m, out
+    assert int(m.group(1)) == 40000 + 64 * int(m.group(2))
+    if int(m.group(2)) == 48:
+        assert (m.group(3), m.group(4)) == ("9.4", "12.5")
+    if ptxas.available():
+        got = ptxas.assemble((tmp_path / "o.ptx").read_text(), "sm_80")
+        assert got.ok and f"{m.group(1)} bytes smem" in got.output

@@ -608,7 +608,8 @@ def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], ste
     if state.shared and frame:
         result.extra["shared_spill"] = {"bytes": frame * threads, "frame_bytes": frame,
                                         "block_size": threads,
-                                        "block_from": a.shared_block[1]}
+                                        "block_from": a.shared_block[1],
+                                        "own_bytes": a.own_shared}
     result.spilled_values = len(state.spilled_values)
     result.rematerialized = len(state.rematerialized)
     result.moves_coalesced = len(removed_copies)
