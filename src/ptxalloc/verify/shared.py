@@ -1,5 +1,6 @@
-"""The checker's reading of a shared-memory spill area (``space=shared`` in the header;
-docs/allocated-ptx.md, "Spilling to shared memory"; docs/checker.md).
+"""The checker's reading of a shared-memory spill area (seed 004 "Spilling Overview": SMEM the
+alternative spill destination; ``space=shared`` in the header; docs/allocated-ptx.md,
+"Spilling to shared memory"; docs/checker.md).
 
 The allocation's own record is not trusted. The checker establishes three facts itself:
 
