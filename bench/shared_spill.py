@@ -59,7 +59,8 @@ def measure_file(path: str, budgets: list[int], block_default: int) -> list[dict
     from ptxalloc.errors import PtxallocError
     from ptxalloc.pipeline import allocate_module
     from ptxalloc.ptx import parse_file
-    from ptxalloc.target.occupancy import launch_threads
+    from ptxalloc.target.occupancy import launch_threads, occupancy
+    from ptxalloc.target.sm import profile_for_module
 
     module = parse_file(path)
     text = open(path).read()
@@ -85,6 +86,11 @@ def measure_file(path: str, budgets: list[int], block_default: int) -> list[dict
                 shared = allocate_module(module, k, function=fn.name, options=Options(
                     spill_to="shared", block_size=None if bound else block)).functions[0]
                 area = shared.extra["shared_spill"]
+                # the local allocation's occupancy with the kernel's own static .shared, as the
+                # shared one counts it (the pipeline's figure for a local allocation has none)
+                row["local_occupancy"] = occupancy(profile_for_module(None, module),
+                                                   local.registers, block,
+                                                   area.get("own_bytes", 0)).fraction
                 row.update(shared_bytes=area["bytes"], shared_registers=shared.registers,
                            shared_occupancy=shared.extra["occupancy"]["occupancy"],
                            verified=shared.verified and local.verified)

@@ -222,13 +222,16 @@ def allocate_module(module: Module, registers: int | str | None = None,
 
 def _occupancy(sm: SMProfile, res: FunctionResult, fn) -> dict:
     """The occupancy of an allocated function at its launch bound's block size (else 256); with
-    a shared spill area, at that area's block size and counting its bytes (the area's
-    ``occupancy_without`` is the same registers without it: what spilling to shared costs)."""
+    a shared spill area, at that area's block size and counting its bytes with the function's
+    own static ``.shared`` (the area's ``occupancy_without`` is the same registers and the
+    function's own shared memory without the area: what spilling to shared costs)."""
     area = res.extra.get("shared_spill")
     if area is None:
         return occupancy(sm, res.registers, block_size(fn.directives)).as_dict()
-    area["occupancy_without"] = occupancy(sm, res.registers, area["block_size"]).as_dict()
-    return occupancy(sm, res.registers, area["block_size"], area["bytes"]).as_dict()
+    own = area.get("own_bytes", 0)
+    area["occupancy_without"] = occupancy(sm, res.registers, area["block_size"],
+                                          own).as_dict()
+    return occupancy(sm, res.registers, area["block_size"], area["bytes"] + own).as_dict()
 
 
 def check_within_budget(results: list[FunctionResult]) -> None:

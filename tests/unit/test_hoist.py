@@ -158,3 +158,64 @@ def test_nested_loops_and_the_innermost_policy(tmp_path):
         if ptxas.available():
             assert ptxas.assemble(res.ptx, "sm_80").ok
     assert main(["allocate", str(LOOP), "--knob", "hoist=3", "-o", str(out)]) == 2
+
+
+# a wgmma whose wait is inside the loop: the accumulators are in flight at the preheader
+WGMMA_WAIT_IN_LOOP = """.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry k(.param .u64 pa, .param .u64 pb, .param .u32 n)
+{
+	.reg .pred 	%p<3>;
+	.reg .b32 	%r<20>;
+	.reg .f32 	%f<20>;
+	.reg .b64 	%rd<8>;
+
+	ld.param.u64 	%rd1, [pa];
+	ld.param.u64 	%rd2, [pb];
+	ld.param.u32 	%r10, [n];
+	cvta.to.global.u64 	%rd1, %rd1;
+	mov.f32 	%f0, 0f00000000;
+	mov.f32 	%f1, 0f00000000;
+	mov.f32 	%f2, 0f00000000;
+	mov.f32 	%f3, 0f00000000;
+	ld.global.b32 	%r0, [%rd1+0];
+	ld.global.b32 	%r1, [%rd1+4];
+	ld.global.b32 	%r2, [%rd1+8];
+	ld.global.b32 	%r3, [%rd1+12];
+	setp.ne.u64 	%p1, %rd2, 0;
+	wgmma.fence.sync.aligned;
+	wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f0,%f1,%f2,%f3}, {%r0,%r1,%r2,%r3}, %rd2, %p1, 1, 1, 0;
+	wgmma.commit_group.sync.aligned;
+	mov.u32 	%r11, 0;
+LOOP:
+	wgmma.wait_group.sync.aligned 0;
+	add.f32 	%f10, %f0, %f1;
+	mul.wide.u32 	%rd3, %r11, 4;
+	add.s64 	%rd4, %rd1, %rd3;
+	st.global.f32 	[%rd4], %f10;
+	add.s32 	%r11, %r11, 1;
+	setp.lt.u32 	%p2, %r11, %r10;
+	@%p2 bra 	LOOP;
+	ret;
+}
+"""
+
+
+def test_a_read_of_a_register_in_flight_is_not_hoisted_above_its_wait():
+    """'add.f32 %f10, %f0, %f1' after the loop's wgmma.wait_group reads the accumulators of a
+    wgmma issued before the loop: in the preheader it would read them in flight (undefined,
+    PTX ISA 9.7.15.7.3). Before the fix both the pass and the validator took it. The pass now
+    leaves it, the validator refuses it."""
+    original = parse(WGMMA_WAIT_IN_LOOP, "wgmma_loop.ptx").functions[0]
+    k = next(i for i, ins in enumerate(original.instructions()) if ins.opcode == "add.f32")
+    anchor = next(i for i, ins in enumerate(original.instructions())
+                  if ins.opcode.startswith("mov.u32"))
+    got = hoist_function(original)
+    assert got is None or all(k not in moved for _, _, moved in got.groups)
+    from ptxalloc.ir.instruction import COMMENT, Raw
+    fake = original.copy()
+    fake.body = [Raw(COMMENT, f"//@hoist {anchor}> {k}")] + fake.body
+    with pytest.raises(VerificationError, match="in flight"):
+        hoisted_original(original, fake)

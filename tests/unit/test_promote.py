@@ -201,3 +201,78 @@ def test_verbose_says_what_was_promoted(tmp_path, capsys):
     got = capsys.readouterr()
     assert "promoted 1 .local arrays (16 bytes, 7 loads and stores) to 4 registers" in \
         got.out + got.err
+
+
+# a module-scope .local 'arr' and a nested scope's own 'arr': outside the scope the name is the
+# module's variable (ptxas takes module-scope .local only without the ABI; PTX allows it)
+SHADOWED = """.version 7.8
+.target sm_80
+.address_size 64
+
+.local .align 4 .b8 arr[16];
+
+.visible .entry k(.param .u64 out)
+{
+  .reg .b32 %r<6>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %tid.x;
+  st.local.u32 [arr], %r1;
+  {
+    .local .align 4 .b8 arr[16];
+    add.u32 %r2, %r1, 100;
+    st.local.u32 [arr], %r2;
+    ld.local.u32 %r3, [arr];
+    st.global.u32 [%rd1+4], %r3;
+  }
+  ld.local.u32 %r4, [arr];
+  st.global.u32 [%rd1], %r4;
+  ret;
+}
+"""
+
+# what the pass made of it before it looked at scopes: the module's arr read as the nested one's
+SHADOWED_WRONG = """.version 7.8
+.target sm_80
+.address_size 64
+
+.local .align 4 .b8 arr[16];
+
+.visible .entry k(.param .u64 out)
+{
+\t//@ptxalloc allocator=briggs budget=255 arch=sm_80 stem= leaf=1 promote=1 recompute=0
+\t//@promote arr
+\t.reg .b32 %R<3>;
+\t.reg .b64 %RD<1>;
+\tld.param.u64\t%RD0, [out];
+\tmov.u32\t%R0, %tid.x;
+\t//@removed mov.u32\t%R0, %R0;
+\t{
+\t\t.local .align 4 .b8 arr[16];
+\t\tadd.u32\t%R0, %R0, 100;
+\t\t//@removed mov.u32\t%R0, %R0;
+\t\t//@removed mov.u32\t%R0, %R0;
+\t\tst.global.u32\t[%RD0+4], %R0;
+\t}
+\t//@removed mov.u32\t%R0, %R0;
+\tst.global.u32\t[%RD0], %R0;
+\tret;
+}
+"""
+
+
+def test_a_nested_array_shadowing_a_module_one_is_not_promoted(tmp_path, capsys):
+    """Accesses outside the nested scope name the module's array: promoting the nested one
+    would make them read its slot. The pass leaves it, the validator refuses the claim."""
+    module = parse(SHADOWED, "shadowed.ptx")
+    fn = module.functions[0]
+    p = promote_function(fn, ".local .align 4 .b8 arr[16];")
+    assert p is None or "arr" not in p.arrays
+    res = allocate(SHADOWED, 255, knobs={"promote": 1}, filename="shadowed.ptx")
+    assert "//@promote" not in res.ptx
+    original = tmp_path / "shadowed.ptx"
+    original.write_text(SHADOWED)
+    wrong = tmp_path / "wrong.ptx"
+    wrong.write_text(SHADOWED_WRONG)
+    assert main(["verify", str(original), str(wrong)]) == 1
+    assert "nested scope" in capsys.readouterr().err

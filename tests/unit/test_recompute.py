@@ -169,3 +169,96 @@ def test_an_old_abi_result_is_never_dead():
     with pytest.raises(VerificationError, match="not a dead pure instruction"):
         check_recomputation(fn, apply_recomputations(fn, [], [d]))
     assert all(r.define != d for r in plan(fn)[0])
+
+
+# a value read from a wgmma A fragment before the wgmma issues, used before its wait
+WGMMA_FRAGMENT = """.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry k(.param .u64 pa, .param .u64 pb)
+{
+	.reg .pred 	%p<3>;
+	.reg .b32 	%r<24>;
+	.reg .f32 	%f<20>;
+	.reg .b64 	%rd<8>;
+
+	ld.param.u64 	%rd1, [pa];
+	ld.param.u64 	%rd2, [pb];
+	cvta.to.global.u64 	%rd1, %rd1;
+	mov.f32 	%f0, 0f00000000;
+	mov.f32 	%f1, 0f00000000;
+	mov.f32 	%f2, 0f00000000;
+	mov.f32 	%f3, 0f00000000;
+	ld.global.b32 	%r0, [%rd1+0];
+	ld.global.b32 	%r1, [%rd1+4];
+	ld.global.b32 	%r2, [%rd1+8];
+	ld.global.b32 	%r3, [%rd1+12];
+	add.u32 	%r20, %r0, 7;
+	setp.ne.u64 	%p1, %rd2, 0;
+	wgmma.fence.sync.aligned;
+	wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f0,%f1,%f2,%f3}, {%r0,%r1,%r2,%r3}, %rd2, %p1, 1, 1, 0;
+	wgmma.commit_group.sync.aligned;
+	st.global.u32 	[%rd1+64], %r20;
+	wgmma.wait_group.sync.aligned 0;
+	st.global.f32 	[%rd1], %f0;
+	st.global.f32 	[%rd1+4], %f1;
+	st.global.f32 	[%rd1+8], %f2;
+	st.global.f32 	[%rd1+12], %f3;
+	ret;
+}
+"""
+
+
+def test_no_recomputation_reads_a_register_in_flight():
+    """'add.u32 %r20, %r0, 7' reads %r0, an A fragment the wgmma then keeps reading until its
+    wait: recomputed at the store before the wait, the copy would read %r0 in flight
+    (undefined). Before the fix the validator accepted that record."""
+    from ptxalloc.ptx import parse
+    fn = parse(WGMMA_FRAGMENT, "fragment.ptx").functions[0]
+    ins = fn.instructions()
+    d = next(i for i, x in enumerate(ins) if x.opcode == "add.u32")
+    u = next(i for i, x in enumerate(ins) if x.opcode == "st.global.u32")
+    records, dead = plan(fn)
+    assert d not in dead and all(r.define != d for r in records)
+    bad = apply_recomputations(fn, [Recompute(d, (u,))], [d])
+    with pytest.raises(VerificationError, match="asynchronous instruction"):
+        check_recomputation(fn, bad)
+
+
+# movmatrix (.aligned: the whole warp executes it together) and a use under a divergent branch
+MOVMATRIX = """.version 8.0
+.target sm_80
+.address_size 64
+
+.visible .entry k(.param .u64 pa)
+{
+	.reg .pred 	%p<3>;
+	.reg .b32 	%r<24>;
+	.reg .b64 	%rd<8>;
+
+	ld.param.u64 	%rd1, [pa];
+	cvta.to.global.u64 	%rd1, %rd1;
+	mov.u32 	%r1, %tid.x;
+	ld.global.b32 	%r4, [%rd1];
+	movmatrix.sync.aligned.m8n8.trans.b16 	%r5, %r4;
+	setp.lt.u32 	%p1, %r1, 7;
+	@%p1 bra 	SKIP;
+	st.global.u32 	[%rd1+64], %r5;
+SKIP:
+	ret;
+}
+"""
+
+
+def test_a_warp_synchronous_instruction_is_not_recomputed_under_a_branch():
+    """Before the fix the validator accepted 'movmatrix.sync.aligned' copied to a use under a
+    divergent branch, where only some threads of the warp would execute it (undefined)."""
+    from ptxalloc.ptx import parse
+    fn = parse(MOVMATRIX, "movmatrix.ptx").functions[0]
+    ins = fn.instructions()
+    d = next(i for i, x in enumerate(ins) if x.opcode.startswith("movmatrix"))
+    u = next(i for i, x in enumerate(ins) if x.opcode == "st.global.u32")
+    bad = apply_recomputations(fn, [Recompute(d, (u,))], [d])
+    with pytest.raises(VerificationError, match="not warp-synchronous"):
+        check_recomputation(fn, bad)

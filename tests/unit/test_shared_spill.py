@@ -298,3 +298,58 @@ def test_shared_spilling_beside_uniform_registers_and_the_pre_passes(more):
     (f,) = res.functions
     assert f.verified and f.registers <= 8 and f.extra["shared_spill"]["bytes"] > 0
     assembles(res.ptx)
+
+
+def test_a_frame_that_misaligns_the_next_threads_slots_is_refuted(allocated):
+    """Every slot lies inside the frame and is aligned within it, but a frame of 2 bytes more
+    puts thread 1's 4-byte slots at odd addresses (a misaligned-address fault): the frame must
+    be a multiple of 16, the widest slot."""
+    _, text, _ = allocated
+    frame = int(re.search(r"frame=(\d+)", text).group(1))
+    block = int(re.search(r"block=(\d+)", text).group(1))
+    bad = text.replace(f"frame={frame}", f"frame={frame + 2}")
+    bad = re.sub(rf"(mad\.lo\.u32\s+%R\d+, %R\d+, ){frame},", rf"\g<1>{frame + 2},", bad)
+    bad = bad.replace(f"[{frame * block}];", f"[{(frame + 2) * block}];")
+    assert bad.count(str(frame + 2)) >= 2
+    _refuted(allocated, bad, "not a multiple of 16")
+
+
+def test_the_area_and_the_users_static_shared_memory_must_fit_together():
+    """A kernel with 47,000 bytes of its own .shared and a 3,072-byte spill area: ptxas refuses
+    the sum ("uses too much shared data (0xc398 bytes, 0xc000 max)"); the allocation used to
+    succeed, counting the area alone. 40,000 bytes of its own leave room."""
+    def text(own: int) -> str:
+        t = kernel(extra_decl=f".shared .align 4 .b8 buf[{own}];")
+        return t.replace("\tst.global.f32 [%rd1], ",
+                         f"\tst.shared.u32 [buf+{own - 4}], %r1;\n\tst.global.f32 [%rd1], ", 1)
+    with pytest.raises(AllocationError, match="with the function's own 47000 bytes"):
+        allocate_shared(text(47000))
+    res = allocate_shared(text(40000))
+    area = res.functions[0].extra["shared_spill"]
+    assert area["bytes"] > 0 and area["own_bytes"] == 40000
+
+
+def test_smem_and_occupancy_count_the_users_shared_memory(tmp_path, capsys):
+    """ptxas's 'N bytes smem' is every static .shared byte: with 40,000 of the kernel's own and
+    a 48 x 64 area, 43,072 (ptxas -v says the same of the output). The occupancy at 64 threads
+    on sm_80: 3 blocks of 44,160 bytes (43,072 + the 1 KB reservation) fit 164 KB, 9.4 %;
+    without the area 4 blocks, 12.5 % (it said 100 % against 100 %, counting the area alone)."""
+    t = kernel(values=6, extra_decl=".shared .align 4 .b8 buf[40000];")
+    t = t.replace(".f32", ".f64").replace("0f00000000", "0d0000000000000000")
+    t = re.sub(r"\[%rd1\+(\d+)\]", lambda m: f"[%rd1+{2 * int(m.group(1))}]", t)
+    t = t.replace("\tst.global.f64 [%rd1], ", "\tst.shared.u32 [buf+39996], %r1;\n"
+                  "\tst.global.f64 [%rd1], ", 1)
+    path = tmp_path / "k.ptx"
+    path.write_text(t)
+    assert main(["allocate", str(path), "--registers", "8", "--spill-to", "shared",
+                 "-o", str(tmp_path / "o.ptx"), "-v"]) == 0
+    out = capsys.readouterr().out
+    m = re.search(r"(\d+) bytes smem \(spill area: (\d+) bytes x 64 threads; occupancy "
+                  r"([\d.]+) % against ([\d.]+) % without it\)", out)
+    assert m, out
+    assert int(m.group(1)) == 40000 + 64 * int(m.group(2))
+    if int(m.group(2)) == 48:
+        assert (m.group(3), m.group(4)) == ("9.4", "12.5")
+    if ptxas.available():
+        got = ptxas.assemble((tmp_path / "o.ptx").read_text(), "sm_80")
+        assert got.ok and f"{m.group(1)} bytes smem" in got.output

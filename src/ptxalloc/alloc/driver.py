@@ -179,6 +179,7 @@ class Allocation:
     in_flight: set[int]                 # registers of asynchronous instructions
     relief_precolored: dict[int, int] = field(default_factory=dict)   # see :func:`_spill`
     shared_block: tuple[int, str] | None = None    # --spill-to shared: threads, their source
+    own_shared: int = 0                 # --spill-to shared: the function's own .shared bytes
     uniform: UniformPlacement | None = None   # values in UR/UP (also in ``pinned``)
     analysis: FunctionAnalysis | None = None
     problem: Problem | None = None
@@ -253,7 +254,9 @@ def _prepare(fn: Function, sm: SMProfile, budget: int, options: Options, allocat
     check_feasible(work, regfile, pinned, name)
     in_flight = bind_async_waits(work)
     shared_block = None
+    own_shared = 0
     if options.spill_to == "shared":
+        own_shared = shared.own_static_shared(fn, module_decls)
         shared.check_allowed(fn)
         threads, source, one_dim = shared.block_threads(fn, options.block_size)
         shared_block = (threads, source)
@@ -267,7 +270,7 @@ def _prepare(fn: Function, sm: SMProfile, budget: int, options: Options, allocat
         pinned = pinned | set(uniform.start)
     return Allocation(fn, sm, budget, options, session, result, work, conv, info, regfile,
                       pinned, state, name, in_flight, shared_block=shared_block,
-                      uniform=uniform)
+                      own_shared=own_shared, uniform=uniform)
 
 
 def _place_uniform(work: Function, sm: SMProfile, options: Options, info: ConventionInfo,
@@ -441,7 +444,7 @@ def _finish(a: Allocation) -> None:
     cfg = _promote_spill_slots(a, cfg, start, shapes)
     frame = a.session.slots(cfg, assign_slots(cfg, a.state.slot_size, a.state.array))
     if a.state.shared and frame:
-        shared.check_size(a.original, frame, a.shared_block[0])
+        shared.check_size(a.original, frame, a.shared_block[0], a.own_shared)
         shared.set_frame(a.work.body, frame)
     stem = output.choose_stem(a.original)
     names = list(a.work.regs.names)
@@ -605,7 +608,8 @@ def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], ste
     if state.shared and frame:
         result.extra["shared_spill"] = {"bytes": frame * threads, "frame_bytes": frame,
                                         "block_size": threads,
-                                        "block_from": a.shared_block[1]}
+                                        "block_from": a.shared_block[1],
+                                        "own_bytes": a.own_shared}
     result.spilled_values = len(state.spilled_values)
     result.rematerialized = len(state.rematerialized)
     result.moves_coalesced = len(removed_copies)

@@ -173,13 +173,6 @@ def schedule_lines(order: list[int]) -> list[str]:
             for i in range(0, len(tokens), SCHEDULE_TOKENS_PER_LINE)]
 
 
-def mark_scheduled(fn: Function, order: list[int]) -> None:
-    """Mark the allocated function ``fn`` (its first statement the header) as allocated from
-    the original reordered by ``order``: ``schedule=1`` in the header, the order in
-    ``//@schedule`` lines right after it."""
-    mark_prepass(fn, "schedule", schedule_lines(order))
-
-
 def hoist_lines(groups: list[tuple[int, str, list[int]]]) -> list[str]:
     """The ``//@hoist`` comment lines recording loop-invariant hoisting (docs/allocated-ptx.md,
     "Hoisted and promoted functions"): per loop, the anchor instruction's index, ``<`` (before
@@ -192,13 +185,6 @@ def promote_lines(arrays: list[str]) -> list[str]:
     """The ``//@promote`` comment lines naming the ``.local`` arrays promoted to registers
     (docs/allocated-ptx.md, "Hoisted and promoted functions")."""
     return [f"//@promote {name}" for name in arrays]
-
-
-def mark_recomputed(fn: Function, lines: list[str]) -> None:
-    """Mark the allocated function ``fn`` as allocated from the original rewritten by
-    recomputation at the use: ``recompute=1`` in the header, the ``//@recompute``/``//@dead``
-    ``lines`` (:func:`ptxalloc.ir.recompute.record_lines`) right after it."""
-    mark_prepass(fn, "recompute", lines)
 
 
 def mark_prepass(fn: Function, key: str, lines: list[str]) -> None:

@@ -13,6 +13,10 @@ control flow). An instruction of the loop is hoisted when
   the original did not has no effect but the register it writes;
 * each register it reads is defined nowhere in the loop, or only by an instruction hoisted
   before it: its value is the one flowing out of the preheader;
+* no register it reads or writes is one an asynchronous instruction of the function keeps
+  accessing after it issues (:func:`ptxalloc.ir.isa.async_operands`: a ``wgmma.mma_async``
+  accumulator or A fragment, a ``tcgen05.ld``/``st`` vector): above the loop's wait that
+  retires it, the instruction would touch the register in flight (undefined);
 * each register it writes is a whole scalar register with this one definition in the function
   (no parameter register) and is not live into the loop's header: every use in the loop is
   reached by this definition within the same trip, and a use after the loop that the original
@@ -42,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..analysis.liveness import Liveness
+from ..ir import isa
 from ..ir.cfg import CFG, Loop
 from ..ir.effects import speculatable
 from ..ir.instruction import DEF, Instruction
@@ -95,6 +100,17 @@ def worth_hoisting(ins: Instruction) -> bool:
     return bool(ins.uses) and not ins.is_copy
 
 
+def asynchronous_registers(fn: Function) -> set[int]:
+    """The registers some asynchronous instruction of ``fn`` keeps accessing after it issues
+    (module docstring)."""
+    out: set[int] = set()
+    for ins in fn.instructions():
+        got = isa.async_operands(ins)
+        if got is not None:
+            out.update(got[0])
+    return out
+
+
 def definition_counts(fn: Function) -> list[int]:
     """How many times each register is defined in ``fn`` (a parameter register's entry value
     counts as one)."""
@@ -115,6 +131,7 @@ def hoist_function(fn: Function, innermost_only: bool = False) -> Hoisted | None
     with gc_paused():
         index = {id(ins): k for k, ins in enumerate(fn.instructions())}
         ndefs = definition_counts(fn)
+        in_flight = asynchronous_registers(fn)
         cur = fn.copy()
         cfg = CFG(cur)
         if not cfg.loops:
@@ -140,7 +157,7 @@ def hoist_function(fn: Function, innermost_only: bool = False) -> Hoisted | None
             side = BEFORE if anchor.base == "bra" else AFTER
             if side == AFTER and anchor.base in ("brx", "ret", "exit", "trap"):
                 continue            # a guarded exit ends the preheader: nothing goes after it
-            moved = _invariants(cur, cfg, loop, ndefs)
+            moved = _invariants(cur, cfg, loop, ndefs, in_flight)
             if not moved:
                 continue
             if side == BEFORE and any(d in anchor.uses for ins in moved for d in ins.defs):
@@ -151,7 +168,8 @@ def hoist_function(fn: Function, innermost_only: bool = False) -> Hoisted | None
         return result if result.groups else None
 
 
-def _invariants(fn: Function, cfg: CFG, loop: Loop, ndefs: list[int]) -> list[Instruction]:
+def _invariants(fn: Function, cfg: CFG, loop: Loop, ndefs: list[int],
+                in_flight: set[int]) -> list[Instruction]:
     """The loop's hoistable instructions, each after those whose registers it reads."""
     live_in_header = Liveness(cfg).live_in[loop.header]
     body = [ins for b in sorted(loop.blocks) for ins in cfg.blocks[b].instrs]
@@ -171,6 +189,8 @@ def _invariants(fn: Function, cfg: CFG, loop: Loop, ndefs: list[int]) -> list[In
             if any(ndefs[d] != 1 or live_in_header >> d & 1 for d in ins.defs):
                 continue
             if any(defined >> u & 1 for u in ins.uses):
+                continue
+            if in_flight and any(r in in_flight for r in ins.uses + ins.defs):
                 continue
             moved.append(ins)
             taken.add(id(ins))

@@ -5,7 +5,9 @@ this one promotes to ordinary registers.
 
 An array declared in the function body (``.local .align 4 .b8 __local_depot0[16];``, also the
 older ``.local .u32 name;``), of at most 64 KB, is promoted when its address never escapes and
-every access is at a constant offset with a consistent width:
+every access is at a constant offset with a consistent width (an array declared in a nested
+``{ }`` scope under a name the module also declares is left alone: outside the scope the name is
+the module's variable):
 
 * its *address registers* are the registers derived from its name by ``mov d, NAME``,
   ``cvta.local d, NAME`` (a generic address), ``mov d, a``, ``cvta.local d, a``,
@@ -49,7 +51,7 @@ from dataclasses import dataclass, field
 
 from ..ir import isa
 from ..ir.cfg import CFG
-from ..ir.instruction import DIRECTIVE, Instruction, Raw
+from ..ir.instruction import DIRECTIVE, SCOPE_CLOSE, SCOPE_OPEN, Instruction, Raw
 from ..ir.module import Function
 from ..ir.operands import Imm, Mem, Reg, Sym
 from ..ir.registers import CLASS_BITS, class_of_type
@@ -99,6 +101,24 @@ def local_arrays(fn: Function) -> dict[str, int]:
                     twice.add(m.group(4))
                 out[m.group(4)] = elem * int(m.group(5)) if m.group(5) else elem
     return {name: size for name, size in out.items() if name not in twice}
+
+
+def nested_declarations(fn: Function) -> set[str]:
+    """The names declared inside a nested ``{ }`` scope of the function body: outside that
+    scope the same name may be a module-scope variable's (a module-scope ``.local``)."""
+    out: set[str] = set()
+    depth = 0
+    for s in fn.body:
+        if type(s) is Raw:
+            if s.kind == SCOPE_OPEN:
+                depth += 1
+            elif s.kind == SCOPE_CLOSE:
+                depth -= 1
+            elif s.kind == DIRECTIVE and depth > 0:
+                m = _DECL.match(s.text.strip())
+                if m:
+                    out.add(m.group(4))
+    return out
 
 
 def immediate(text: str) -> int | None:
@@ -239,7 +259,12 @@ def promote_function(fn: Function, module_text: str = "") -> Promoted | None:
     """The function with every promotable ``.local`` array in registers (module docstring), or
     None when there is none; ``module_text`` is the module's text outside its functions, where
     a name that appears keeps its declaration."""
-    arrays = {n: s for n, s in local_arrays(fn).items() if s <= MAX_PROMOTED_BYTES}
+    outside = _COMMENTS.sub(" ", module_text)
+    nested = nested_declarations(fn)
+    # a nested declaration whose name the module also has: an access outside the scope is the
+    # module's variable, which the name alone cannot tell from the nested array
+    arrays = {n: s for n, s in local_arrays(fn).items() if s <= MAX_PROMOTED_BYTES
+              and not (n in nested and _mentions(n).search(outside))}
     if not arrays:
         return None
     cfg = CFG(fn)
@@ -273,7 +298,7 @@ def promote_function(fn: Function, module_text: str = "") -> Promoted | None:
             replace[id(ins)] = mov
         for k in an.derivations:
             replace[id(cfg.instrs[k])] = None
-        if not _mentions(name).search(_COMMENTS.sub(" ", module_text)):
+        if not _mentions(name).search(outside):
             decl = next(s for s in new.body if type(s) is Raw and s.kind == DIRECTIVE
                         and _DECL.match(s.text.strip()) and
                         _DECL.match(s.text.strip()).group(4) == name)

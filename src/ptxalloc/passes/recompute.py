@@ -13,7 +13,9 @@ at its uses when
   ``cvt`` between integers, ``cvta``, ``mov``) or a ``setp``, of kind ``PURE``
   (:mod:`ptxalloc.ir.effects`: no memory access, never a load, nothing with a side effect),
   unguarded, off the carry chain, reading only registers, immediates and fixed symbols
-  (``%tid.x``, a variable's address), with ``%v`` not among its operands;
+  (``%tid.x``, a variable's address), with ``%v`` not among its operands, and none a register
+  an asynchronous instruction keeps accessing (:func:`ptxalloc.ir.isa.async_operands`: a copy
+  at a later use could read it in flight);
 * at every use the definition is *available*: it reaches the use on every path and none of its
   operands nor ``%v`` is redefined in between (a forward must-dataflow over the blocks);
 * at every use each register operand of the definition is live anyway (live before the use in
@@ -41,6 +43,7 @@ import re
 from dataclasses import dataclass
 
 from ..analysis.liveness import Liveness
+from ..ir import isa
 from ..ir.cfg import CFG
 from ..ir.effects import PURE, effect_kind, uses_carry
 from ..ir.module import Function
@@ -134,8 +137,17 @@ def plan(fn: Function) -> tuple[list[Recompute], list[int]]:
             uses_at.setdefault(u, []).append(i)
     # old-ABI ``.reg`` parameters and results: the caller reads a result at ``ret``
     bound = {p.vid for p in fn.params + fn.returns if p.space == "reg" and p.vid >= 0}
+    # registers an asynchronous instruction keeps accessing: a copy at a later use could read
+    # them in flight (undefined), so a definition reading one is no candidate
+    in_flight: set[int] = set()
+    for ins in instrs:
+        got = isa.async_operands(ins)
+        if got is not None:
+            in_flight.update(got[0])
     define: dict[int, int] = {}          # candidate value -> its defining instruction
     for i, ins in enumerate(instrs):
+        if in_flight and any(u in in_flight for u in ins.uses):
+            continue
         if ins.defs and ndefs[ins.defs[0]] == 1 and ins.defs[0] not in bound and ins.defs[0] in uses_at and cheap(ins) \
                 and (regs.vec[ins.defs[0]] == 0) and regs.classes[ins.defs[0]] != RegClass.B128:
             define[ins.defs[0]] = i

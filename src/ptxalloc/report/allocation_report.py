@@ -43,8 +43,9 @@ def verbose_lines(r: FunctionResult, sm: SMProfile | None, kind: str = "func",
 
 
 def _smem(r: FunctionResult) -> str:
-    """ptxas's ``, N bytes smem`` for the shared spill area (``--spill-to shared``) and the
-    occupancy it costs; ptxalloc knows no other shared memory."""
+    """ptxas's ``, N bytes smem`` for the shared spill area (``--spill-to shared``) with the
+    function's own static ``.shared`` (a lower bound: no padding between variables), and the
+    occupancy the area costs."""
     area = r.extra.get("shared_spill")
     if not area:
         return ""
@@ -54,7 +55,7 @@ def _smem(r: FunctionResult) -> str:
         cost = (f" (spill area: {area['frame_bytes']} bytes x {area['block_size']} threads; "
                 f"occupancy {100 * occ['occupancy']:.1f} % against "
                 f"{100 * without['occupancy']:.1f} % without it)")
-    return f", {area['bytes']} bytes smem{cost}"
+    return f", {area['bytes'] + area.get('own_bytes', 0)} bytes smem{cost}"
 
 
 def _max_live(r: FunctionResult) -> str:

@@ -18,7 +18,10 @@ to right before (after) original instruction K. It is accepted when
 * every register a Ji writes is a whole scalar register, defined by Ji alone in the function
   (parameter registers count as defined at entry) and not live at L's header (this module's own
   liveness);
-* every register a Ji reads is defined nowhere in L except by some Jh listed before it.
+* every register a Ji reads is defined nowhere in L except by some Jh listed before it;
+* no register a Ji reads or writes is one an asynchronous instruction of the function keeps
+  accessing after it issues (:func:`ptxalloc.ir.isa.async_operands`, a fact of the instruction
+  set): moved above a wait in L, Ji would touch it in flight.
 
 Then Ji computes in the preheader the value it computed in every trip of the original loop,
 every use in L that it reached is still reached by it alone, and nothing else can tell (see
@@ -31,6 +34,7 @@ from __future__ import annotations
 import re
 
 from ..errors import VerificationError
+from ..ir import isa
 from ..ir.cfg import CFG
 from ..ir.effects import speculatable
 from ..ir.instruction import COMMENT, DEF, Instruction, Raw
@@ -134,6 +138,11 @@ def _check_line(fn: Function, originals: list[Instruction], anchor_k: int, side:
         if prm.vid >= 0:
             defs_count[prm.vid] += 1
     live_header = _live_in(cfg)[loop.header]
+    in_flight: set[int] = set()
+    for ins in cfg.instrs:
+        got = isa.async_operands(ins)
+        if got is not None:
+            in_flight.update(got[0])
     in_loop = [ins for b in loop.blocks for ins in cfg.blocks[b].instrs]
     defined_in_loop = 0
     for ins in in_loop:
@@ -157,6 +166,10 @@ def _check_line(fn: Function, originals: list[Instruction], anchor_k: int, side:
                 raise fail(f"{text}: {names[d]} is live into the loop header")
             if side == "<" and d in anchor.uses:
                 raise fail(f"{text}: the preheader's branch reads {names[d]}")
+        for r in ins.uses + ins.defs:
+            if r in in_flight:
+                raise fail(f"{text}: an asynchronous instruction keeps accessing {names[r]} "
+                           f"after it issues; moved, the read could see it in flight")
         for u in ins.uses:
             if defined_in_loop >> u & 1 and u not in placed:
                 raise fail(f"{text} reads {names[u]}, which the loop defines (loop-variant)")

@@ -8,7 +8,9 @@ instruction does not match the one rebuilt here.
 
 An array is accepted when, recomputed here independently of :mod:`ptxalloc.passes.promote`:
 
-* it is declared ``.local`` in the function's body, in at most 64 KB;
+* it is declared ``.local`` in the function's body, in at most 64 KB, and not in a nested
+  ``{ }`` scope when the module's text outside the functions names it too (outside the scope
+  the name is then the module's variable, and an access there is not the array's);
 * its address never escapes: the registers holding an address in it are found by closing over
   ``mov``/``cvta.local`` of its name and ``mov``/``cvta.local``/``add``/``sub`` of such a
   register with an integer immediate, each unguarded, the register's only definition, and in
@@ -37,7 +39,7 @@ import re
 from ..errors import VerificationError
 from ..ir import isa
 from ..ir.cfg import CFG
-from ..ir.instruction import COMMENT, DIRECTIVE, Instruction, Raw
+from ..ir.instruction import COMMENT, DIRECTIVE, SCOPE_CLOSE, SCOPE_OPEN, Instruction, Raw
 from ..ir.module import Function
 from ..ir.operands import Imm, Mem, Reg, Sym
 from ..ir.registers import CLASS_BITS, class_of_type
@@ -72,16 +74,26 @@ def _number(text: str) -> int | None:
     return -value if m.group(1) == "-" else value
 
 
-def _declaration(fn: Function, name: str) -> tuple[Raw, int] | None:
+def _declaration(fn: Function, name: str) -> tuple[Raw, int, bool] | None:
+    """(the declaration, its size in bytes, whether it lies in a nested ``{ }`` scope)."""
     pattern = re.compile(r"\.local\s+(?:\.align\s+\d+\s+)?\.[a-z]+(\d+)\s+" + re.escape(name)
                          + r"\s*(?:\[\s*(\d+)\s*\])?\s*;?$")
-    found = [(s, pattern.match(s.text.strip())) for s in fn.body
-             if type(s) is Raw and s.kind == DIRECTIVE]
-    found = [(s, m) for s, m in found if m]
+    found = []
+    depth = 0
+    for s in fn.body:
+        if type(s) is Raw:
+            if s.kind == SCOPE_OPEN:
+                depth += 1
+            elif s.kind == SCOPE_CLOSE:
+                depth -= 1
+            elif s.kind == DIRECTIVE:
+                m = pattern.match(s.text.strip())
+                if m:
+                    found.append((s, m, depth > 0))
     if len(found) != 1:             # none, or one per scope: accesses cannot be told apart
         return None
-    s, m = found[0]
-    return s, int(m.group(1)) // 8 * (int(m.group(2)) if m.group(2) else 1)
+    s, m, nested = found[0]
+    return s, int(m.group(1)) // 8 * (int(m.group(2)) if m.group(2) else 1), nested
 
 
 def _promote_array(fn: Function, name: str, module_text: str = "") -> Function:
@@ -93,7 +105,11 @@ def _promote_array(fn: Function, name: str, module_text: str = "") -> Function:
     declared = _declaration(fn, name)
     if declared is None:
         raise refuse("it is not a .local array declared once in the function")
-    declaration, size = declared
+    declaration, size, nested = declared
+    mention = re.compile(r"(?<![\w$%.])" + re.escape(name) + r"(?![\w$])")
+    if nested and mention.search(module_text):
+        raise refuse("it is declared in a nested scope and the module declares the name too "
+                     "(outside the scope the name is the module's variable)")
     if size > LIMIT:
         raise refuse(f"{size} bytes exceed the 64 KB cap")
     cfg = CFG(fn)
@@ -152,7 +168,6 @@ def _promote_array(fn: Function, name: str, module_text: str = "") -> Function:
             address[d] = got
             born[d] = k
             grew = True
-    mention = re.compile(r"(?<![\w$%.])" + re.escape(name) + r"(?![\w$])")
     slots: dict[int, tuple[int, int]] = {}           # byte -> (offset, bits)
     accesses: dict[int, tuple[int, int]] = {}        # instruction -> (offset, bits)
     dead: set[int] = set()                           # ids of the derivations

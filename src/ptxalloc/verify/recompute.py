@@ -9,9 +9,15 @@ The argument is the checker's own, an available-expressions one, and reads nothi
 (:mod:`ptxalloc.passes.recompute`). Registers numbered past the original's are *fresh*. The two
 bodies are walked together:
 
-* a rewritten instruction that defines a fresh register is *inserted*: it must be pure
-  (``PURE`` in :mod:`ptxalloc.ir.effects`, off the carry chain), unguarded, define that one
-  whole register and read no fresh register, and be the fresh register's only definition;
+* a rewritten instruction that defines a fresh register is *inserted*: it must be
+  speculatable (:func:`ptxalloc.ir.effects.speculatable`: pure, off the carry chain, unguarded,
+  and not a warp-synchronous ``.aligned`` instruction such as ``movmatrix``, which every thread
+  of the warp must execute together and so may not go to a use under a divergent branch),
+  define that one whole register and read no fresh register, and be the fresh register's only
+  definition; nor
+  may it read a register an asynchronous instruction of the function keeps accessing after it
+  issues (:func:`ptxalloc.ir.isa.async_operands`: a ``wgmma`` A fragment or accumulator, a
+  ``tcgen05.ld``/``st`` vector), which it could read in flight where the original did not;
 * every other rewritten instruction is the next original one, operand for operand, except that
   a read of an original register ``%v`` (an operand, an address register or the guard) may read
   a fresh register ``%n`` of the same type instead — a *substitution*;
@@ -36,8 +42,9 @@ dead pure instruction, whose results nobody reads, changes nothing else.
 from __future__ import annotations
 
 from ..errors import VerificationError
+from ..ir import isa
 from ..ir.cfg import CFG
-from ..ir.effects import PURE, effect_kind, uses_carry
+from ..ir.effects import PURE, effect_kind, speculatable, uses_carry
 from ..ir.instruction import COMMENT, Instruction, Label, Raw
 from ..ir.module import Function
 from ..ir.operands import Imm, Reg, Sym
@@ -124,6 +131,12 @@ def check_recomputation(original: Function, rewritten: Function) -> None:
                     fresh_defs[d] = fresh_defs.get(d, 0) + 1
             for u in s.uses:
                 read_in_rewritten |= 1 << u
+    in_flight: set[int] = set()
+    for s in original.body:
+        if type(s) is Instruction:
+            got = isa.async_operands(s)
+            if got is not None:
+                in_flight.update(got[0])
     combined: list = []
     checks: dict[int, list[tuple[int, int]]] = {}    # id(instruction) -> substitutions
     obody, rbody = original.body, rewritten.body
@@ -133,6 +146,10 @@ def check_recomputation(original: Function, rewritten: Function) -> None:
         o = obody[i] if i < len(obody) else None
         if type(r) is Instruction and any(d >= n_orig for d in r.defs):
             _check_inserted(r, n_orig, fresh_defs, where)
+            if any(u in in_flight for u in r.uses):
+                raise VerificationError(f"{where(r)}: an inserted instruction reads a register "
+                                        f"an asynchronous instruction keeps accessing (it "
+                                        f"could be in flight here)")
             combined.append(r)
             k += 1
             continue
@@ -169,9 +186,10 @@ def check_recomputation(original: Function, rewritten: Function) -> None:
 
 def _check_inserted(r: Instruction, n_orig: int, fresh_defs: dict[int, int], where) -> None:
     e = _expression(r)
-    if e is None or e[0] < n_orig or fresh_defs.get(e[0]) != 1:
+    if e is None or not speculatable(r) or e[0] < n_orig or fresh_defs.get(e[0]) != 1:
         raise VerificationError(f"{where(r)}: an inserted instruction must be a pure, unguarded "
-                                f"computation that is the only definition of one fresh register")
+                                f"computation, not warp-synchronous, that is the only "
+                                f"definition of one fresh register")
     if any(u >= n_orig for u in r.uses):
         raise VerificationError(f"{where(r)}: an inserted instruction reads a fresh register")
 

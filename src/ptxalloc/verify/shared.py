@@ -1,10 +1,12 @@
-"""The checker's reading of a shared-memory spill area (``space=shared`` in the header;
-docs/allocated-ptx.md, "Spilling to shared memory"; docs/checker.md).
+"""The checker's reading of a shared-memory spill area (seed 004 "Spilling Overview": SMEM the
+alternative spill destination; ``space=shared`` in the header; docs/allocated-ptx.md,
+"Spilling to shared memory"; docs/checker.md).
 
 The allocation's own record is not trusted. The checker establishes three facts itself:
 
 * **The area.** The function declares ``.shared .align 16 .b8 ARRAY[M]`` with ``M >= frame x
-  block``, and the header's ``block`` covers the threads the function can have: at least the
+  block`` and a frame of a multiple of 16 bytes (each thread's frame then starts 16-aligned,
+  so a slot aligned within the frame is aligned in memory), and the header's ``block`` covers the threads the function can have: at least the
   product of its ``.reqntid``/``.maxntid``. Without launch bounds the block is the user's word
   (``--block-size``), which the checker cannot see.
 * **The address.** Every ``//@sbase`` instruction is evaluated symbolically (:class:`BaseRun`):
@@ -76,6 +78,12 @@ def check_area(where: str, directives: dict, array_decl: str | None, array: str,
                                 f"'.shared .align 16 .b8 {array}[{frame * block}];'")
     if int(m.group(1)) < 16:
         raise VerificationError(f"{where}: the shared spill area must be .align 16")
+    if frame % 16:
+        # the array is .align 16 and slots are aligned within the frame (up to 16 bytes):
+        # only a frame of a multiple of 16 keeps them aligned in every thread's frame
+        raise VerificationError(f"{where}: the shared spill frame of {frame} bytes is not a "
+                                f"multiple of 16: the threads' frames after the first would "
+                                f"misalign their slots")
     if int(m.group(2)) < frame * block:
         raise VerificationError(f"{where}: the shared spill area has {m.group(2)} bytes, less "
                                 f"than the frame of {frame} x {block} threads")
