@@ -58,18 +58,24 @@ def _move_partners(p: Problem) -> dict[int, list[int]]:
     return out
 
 
-def _greedy(p: Problem, order: list[int], best_fit: bool,
-            partners: dict[int, list[int]]) -> dict[int, int] | None:
+def _greedy(p: Problem, order: list[int], best_fit: bool, partners: dict[int, list[int]],
+            neighbours: dict[int, list[int]]) -> dict[int, int] | None:
     """Lowest-free-placement coloring in ``order``. A node first tries the placement of a
     copy partner already colored (so the copy disappears); with ``best_fit`` a value narrower
     than a pair prefers a free placement inside a pair that is already partly used, so that
-    free pairs stay whole."""
+    free pairs stay whole. ``neighbours`` lists each node's neighbours (shared by the three
+    colorings, so that the adjacency bitsets are unpacked once)."""
     matrix = UnitMatrix.for_problem(p)
     start = matrix.start
+    held = matrix.held.get
     shape = p.shape
     starts_of: dict = {}
     for n in order:
-        forbidden = matrix.forbidden(n)
+        forbidden = 0
+        for m in neighbours[n]:
+            h = held(m)
+            if h is not None:
+                forbidden |= h
         sh = shape[n]
         choice = None
         for m in partners.get(n, ()):
@@ -265,8 +271,9 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
     wide_first = sorted(order, key=lambda n: -p.shape[n].units)      # stable: keeps order
     found = None
     partners = _move_partners(p)
+    neighbours = {n: bits(p.adj[n]) for n in order}
     for nodes, best_fit in ((order, False), (order, True), (wide_first, True)):
-        start = _greedy(p, nodes, best_fit, partners)
+        start = _greedy(p, nodes, best_fit, partners, neighbours)
         if start is not None:
             hw = high_water(p, start)
             if hw < best and acceptable(start):
