@@ -199,3 +199,14 @@ def test_search_is_exact_on_small_graphs(seed):
                 ub = ((1 << shapes[b].units) - 1) << got[b]
                 assert not ua & ub
             assert all(got[v] + shapes[v].units <= 2 * regs for v in range(n))
+
+
+def test_search_step_limit_is_a_fixed_amount_of_work():
+    """The step limit shrinks as graphs grow (a step walks the uncolored nodes), never above
+    SEARCH_STEPS, and small graphs keep the whole SEARCH_STEPS."""
+    from ptxalloc.alloc.compact import SEARCH_MAX_NODES, SEARCH_STEPS, SEARCH_WORK, search_steps
+    limits = [search_steps(n) for n in range(1, SEARCH_MAX_NODES + 1)]
+    assert limits == sorted(limits, reverse=True)
+    assert limits[0] == SEARCH_STEPS
+    assert all(s * n <= SEARCH_WORK for n, s in enumerate(limits, 1) if s < SEARCH_STEPS)
+    assert search_steps(SEARCH_MAX_NODES) == SEARCH_WORK // SEARCH_MAX_NODES < SEARCH_STEPS

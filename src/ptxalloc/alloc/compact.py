@@ -58,18 +58,24 @@ def _move_partners(p: Problem) -> dict[int, list[int]]:
     return out
 
 
-def _greedy(p: Problem, order: list[int], best_fit: bool,
-            partners: dict[int, list[int]]) -> dict[int, int] | None:
+def _greedy(p: Problem, order: list[int], best_fit: bool, partners: dict[int, list[int]],
+            neighbours: dict[int, list[int]]) -> dict[int, int] | None:
     """Lowest-free-placement coloring in ``order``. A node first tries the placement of a
     copy partner already colored (so the copy disappears); with ``best_fit`` a value narrower
     than a pair prefers a free placement inside a pair that is already partly used, so that
-    free pairs stay whole."""
+    free pairs stay whole. ``neighbours`` lists each node's neighbours (shared by the three
+    colorings, so that the adjacency bitsets are unpacked once)."""
     matrix = UnitMatrix.for_problem(p)
     start = matrix.start
+    held = matrix.held.get
     shape = p.shape
     starts_of: dict = {}
     for n in order:
-        forbidden = matrix.forbidden(n)
+        forbidden = 0
+        for m in neighbours[n]:
+            h = held(m)
+            if h is not None:
+                forbidden |= h
         sh = shape[n]
         choice = None
         for m in partners.get(n, ()):
@@ -139,43 +145,53 @@ def _search(p: Problem, order: list[int], limit_units: int,
     """Backtracking search for a coloring of every node below ``limit_units``. The next node
     is always the most constrained one (DSATUR: the most units its colored neighbours take,
     then the highest degree, then program order), and each of its placements is tried lowest
-    first. Returns the coloring, False when none exists (the search was exhaustive: every
-    placement of every chosen node was tried), or None when it gave up after ``steps``
-    tries."""
+    first. A placement that leaves an uncolored neighbour no free placement is abandoned at
+    once (forward checking: that branch holds no coloring, so the first coloring found is the
+    same, in fewer steps). Returns the coloring, False when none exists (the search was
+    exhaustive: every placement of every chosen node was tried), or None when it gave up
+    after ``steps`` tries."""
     start: dict[int, int] = dict(p.precolored)
     shape = p.shape
     adj = p.adj
     n_order = len(order)
-    nbrs = {n: bits(adj[n]) for n in order}
-    below: dict = {}                           # per shape: its start units below the limit
-    for n in order:
-        sh = shape[n]
-        if sh not in below:
-            below[sh] = _start_mask((s, m) for s, m in p.regfile.placements(sh)
-                                    if sh.file != GPR or s + sh.units <= limit_units)
-    # forbidden units of each uncolored node, from its colored neighbours
-    forbidden: dict[int, int] = {}
-    for n in order:
+    index = {n: i for i, n in enumerate(order)}
+    # per node (by its index in ``order``): shape, units, and uncolored neighbours' indices
+    shapes = [shape[n] for n in order]
+    widths = [sh.units for sh in shapes]
+    masks = [(1 << sh.units) - 1 for sh in shapes]
+    nbrs_of = [bits(adj[n]) for n in order]
+    nbrs = [[index[m] for m in ms if m in index] for ms in nbrs_of]
+    below_of: dict = {}                        # per shape: its start units below the limit
+    for sh in shapes:
+        if sh not in below_of:
+            below_of[sh] = _start_mask((s, m) for s, m in p.regfile.placements(sh)
+                                       if sh.file != GPR or s + sh.units <= limit_units)
+    below = [below_of[sh] for sh in shapes]
+    # forbidden units of each uncolored node, from its colored (precolored) neighbours
+    forbidden = [0] * n_order
+    for i, ms in enumerate(nbrs_of):
         f = 0
-        for m in nbrs[n]:
+        for m in ms:
             sm = start.get(m)
             if sm is not None:
                 f |= shape[m].mask(sm)
-        forbidden[n] = f
-    # selection key: saturation first, then degree, then earlier in program order
-    degree = {n: len(nbrs[n]) for n in order}
-    tie = {n: (degree[n] << 16) | (n_order - i) for i, n in enumerate(order)}
-    key = {n: (forbidden[n].bit_count() << 32) | tie[n] for n in order}
-    uncolored = set(order)
+        forbidden[i] = f
+    # selection key: saturation first, then degree, then earlier in program order; unique per
+    # node, so ``max`` over the list picks the node and ``index`` finds it. Colored: -1.
+    tie = [(len(nbrs_of[i]) << 16) | (n_order - i) for i in range(n_order)]
+    key = [(forbidden[i].bit_count() << 32) | tie[i] for i in range(n_order)]
+    left = [n_order]
     budget = [steps]
+
     def place() -> bool:
-        if not uncolored:
+        if not left[0]:
             return True
-        n = max(uncolored, key=key.__getitem__)      # the most constrained
-        uncolored.remove(n)
-        sh = shape[n]
-        width = (1 << sh.units) - 1
-        free = below[sh] & ~_blocked_starts(forbidden[n], sh.units)
+        i = key.index(max(key))                # the most constrained uncolored node
+        saved_key = key[i]
+        key[i] = -1
+        left[0] -= 1
+        units_i, width = widths[i], masks[i]
+        free = below[i] & ~_blocked_starts(forbidden[i], units_i)
         while free:                            # its free placements, lowest first
             low = free & -free
             free ^= low
@@ -184,23 +200,28 @@ def _search(p: Problem, order: list[int], limit_units: int,
             budget[0] -= 1
             if budget[0] < 0:
                 raise _OutOfSteps
-            start[n] = s
+            start[order[i]] = s
             changed = []
-            for m in nbrs[n]:
-                if m in uncolored:
-                    old = forbidden[m]
+            wiped_out = False
+            for j in nbrs[i]:
+                if key[j] >= 0:
+                    old = forbidden[j]
                     new = old | units
                     if new != old:
-                        changed.append((m, old))
-                        forbidden[m] = new
-                        key[m] = (new.bit_count() << 32) | tie[m]
-            if place():
+                        changed.append((j, old))
+                        forbidden[j] = new
+                        key[j] = (new.bit_count() << 32) | tie[j]
+                        if not below[j] & ~_blocked_starts(new, widths[j]):
+                            wiped_out = True
+                            break
+            if not wiped_out and place():
                 return True
-            for m, old in changed:
-                forbidden[m] = old
-                key[m] = (old.bit_count() << 32) | tie[m]
-            del start[n]
-        uncolored.add(n)
+            for j, old in changed:
+                forbidden[j] = old
+                key[j] = (old.bit_count() << 32) | tie[j]
+            del start[order[i]]
+        key[i] = saved_key
+        left[0] += 1
         return False
 
     try:
@@ -210,7 +231,18 @@ def _search(p: Problem, order: list[int], limit_units: int,
 
 
 SEARCH_STEPS = 5000
+SEARCH_WORK = 300_000       # steps x nodes: a step costs time in proportion to the nodes
 SEARCH_MAX_NODES = 400
+
+
+def search_steps(nodes: int) -> int:
+    """The step limit of a search over ``nodes`` nodes. A step picks the most constrained of
+    the uncolored nodes and updates its neighbours, so its cost grows with the graph; the limit
+    is a fixed amount of work, at most SEARCH_STEPS. Measured over the corpus at K = default
+    (docs/decisions.md): searches that succeed or prove a count impossible take at most 10
+    steps a node on graphs above 100 nodes, while the ones that give up are the large graphs
+    (renderer.ptx: 300-400 nodes, 5,000 steps each, proving nothing)."""
+    return min(SEARCH_STEPS, SEARCH_WORK // max(nodes, 1))
 
 
 def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
@@ -239,8 +271,9 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
     wide_first = sorted(order, key=lambda n: -p.shape[n].units)      # stable: keeps order
     found = None
     partners = _move_partners(p)
+    neighbours = {n: bits(p.adj[n]) for n in order}
     for nodes, best_fit in ((order, False), (order, True), (wide_first, True)):
-        start = _greedy(p, nodes, best_fit, partners)
+        start = _greedy(p, nodes, best_fit, partners, neighbours)
         if start is not None:
             hw = high_water(p, start)
             if hw < best and acceptable(start):
@@ -249,7 +282,7 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
     if not proven and len(order) <= SEARCH_MAX_NODES:
         # one register fewer at a time: no coloring below L means none below any L' < L
         while best > max(lower_bound, 1):
-            start = _search(p, order, 2 * (best - 1), SEARCH_STEPS)
+            start = _search(p, order, 2 * (best - 1), search_steps(len(order)))
             if start is None or (start is not False and not acceptable(start)):
                 break                          # gave up: smaller counts not ruled out
             if start is False:

@@ -415,13 +415,15 @@ def _split_plan(a: Allocation, to_spill: set[int], remat: dict) -> SplitPlan | N
 def _compact(a: Allocation) -> None:
     """Compaction (:mod:`compact`) of the final coloring; when it stays above MaxLive, also of
     the same graph before coalescing (merging copies can lengthen live ranges and cost a
-    register), keeping whichever uses fewer registers (the coalesced one on a tie)."""
+    register), keeping whichever uses fewer registers (the coalesced one on a tie). A count
+    proven minimal for the coalesced graph says nothing of the graph before coalescing, so
+    that one is tried even then."""
     analysis, problem, coloring = a.analysis, a.problem, a.coloring
     bound = analysis.pressure.max_live
     penalty = convention.caller_save_penalty(analysis, a.conv, problem, a.info)
     compact(problem, coloring, bound, penalty=penalty)
     registers = high_water(problem, coloring.start)
-    if coloring.optimal or registers <= bound:
+    if registers <= bound:
         return
     plain = Problem.from_analysis(analysis, a.regfile, a.info.precolored, a.pinned,
                                   prefer=problem.prefer_by_reg)

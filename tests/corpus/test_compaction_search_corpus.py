@@ -1,0 +1,35 @@
+"""Compaction's bounded search on the corpus functions it used to give up on (issue 16, round
+2; docs/decisions.md "Register compaction"): forward checking lets the search settle within its
+steps graphs where plain DSATUR ran out (convolutionTexture.ptx's unrolled row filters), and a
+count proven minimal for the coalesced graph no longer stops the driver from compacting the
+graph before coalescing (SobelFilter's copy kernel: 14 registers coalesced, 11 uncoalesced).
+Every allocation here is proven by the checker."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import assert_verified, corpus_root
+from ptxalloc.pipeline import allocate_module
+from ptxalloc.ptx import parse_file
+
+pytestmark = pytest.mark.corpus
+
+# (file, function, registers at the default budget before this round, at most now)
+CASES = [
+    ("gpuocelot/tests/ptx/sdk2.2/convolutionTexture.ptx", "_Z14convolutionRowILi4EEfff", 24, 10),
+    ("gpuocelot/tests/ptx/sdk2.2/convolutionTexture.ptx", "_Z14convolutionRowILi2EEfff", 16, 8),
+    ("gpuocelot/tests/ptx/sdk2.2/SobelFilter_kernels.ptx", "_Z14SobelCopyImagePhjiif", 14, 11),
+]
+
+
+@pytest.mark.parametrize("path,name,before,now", CASES, ids=[c[1] for c in CASES])
+def test_compaction_reaches_the_fewer_registers(path, name, before, now):
+    root = corpus_root()
+    if root is None:
+        pytest.skip("../shared/corpus is absent")
+    res = allocate_module(parse_file(str(root / path)), function=name)
+    assert_verified(res)
+    (fr,) = [f for f in res.functions if f.name == name]
+    assert fr.spilled_values == 0
+    assert fr.registers <= now < before
