@@ -61,9 +61,11 @@ _COLLECTIVE_BASES = frozenset(("shfl", "vote", "match", "redux", "activemask", "
 
 _STRONG = re.compile(r"\.(?:volatile|relaxed|acquire|release|mmio|async)\b")
 
-#: Special registers fixed for the thread's lifetime (PTX ISA chapter 10).
-_FIXED_SPECIAL = re.compile(
-    r"%(?:tid|ntid|ctaid|nctaid|laneid|gridid|nsmid|nwarpid|lanemask_(?:eq|le|lt|ge|gt)"
+#: Special registers fixed for the thread's lifetime (PTX ISA chapter 10): reading one is pure,
+#: and a ``mov`` of one can be recomputed anywhere (:mod:`ptxalloc.spill.remat`). %clock,
+#: %warpid, %smid and the like are not. (The checker keeps its own copy, for independence.)
+FIXED_SPECIAL = re.compile(
+    r"%(?:tid|ntid|ctaid|nctaid|laneid|gridid|nsmid|lanemask_(?:eq|le|lt|ge|gt)"
     r"|clusterid|nclusterid|cluster_ctaid|cluster_nctaid|cluster_ctarank|cluster_nctarank"
     r"|is_explicit_cluster|total_smem_size|aggr_smem_size|dynamic_smem_size)(?:\.[xyzw])?$")
 
@@ -96,7 +98,7 @@ def effect_kind(ins: Instruction) -> int:
     kind = _opcode_kind(ins.opcode)
     if kind == PURE:
         for op in ins.ops:
-            if type(op) is Sym and op.text.startswith("%") and not _FIXED_SPECIAL.match(op.text):
+            if type(op) is Sym and op.text.startswith("%") and not FIXED_SPECIAL.match(op.text):
                 return BARRIER      # %clock, %warpid, %smid ...: its value depends on when
     return kind
 

@@ -23,8 +23,7 @@ off; the checker proves every recomputation (``//@remat``, docs/checker.md).
 
 from __future__ import annotations
 
-import re
-
+from ..ir.effects import FIXED_SPECIAL
 from ..ir.instruction import Instruction
 from ..ir.module import Function
 from ..ir.operands import Imm, Mem, Reg, Sym
@@ -34,16 +33,13 @@ REMAT_FACTOR = 0.75
 LOAD_COST_OUTSIDE_LOOPS = 10.0
 LOAD_COST_IN_LOOPS = 4.0
 
-_FIXED_SPECIAL = re.compile(r"%(?:tid|ntid|ctaid|nctaid|laneid|gridid|lanemask_\w+|nsmid"
-                            r"|cluster_ctaid|cluster_nctaid|cluster_ctarank|cluster_nctarank"
-                            r"|clusterid|nclusterid)(?:\.[xyzw])?$")
 
 
 def _pure_source(op) -> bool:
     if type(op) is Imm:
         return True
     if type(op) is Sym:
-        return bool(_FIXED_SPECIAL.match(op.text)) or not op.text.startswith("%")
+        return bool(FIXED_SPECIAL.match(op.text)) or not op.text.startswith("%")
     return False
 
 
