@@ -1,7 +1,8 @@
 """Second chances for a round's spill choice, where the optimum showed the heuristics' choice
 wrong (issues 13 and 18; ``docs/grade-findings.md``). Seed 002's Briggs coloring ("Spill
 Selection", "Coalescing Algorithms") spills what select could not place and never looks back;
-two things after select lower the cost of that choice, each a knob (:mod:`knobs`):
+two things after select lower the cost of that choice in a function's first round (the driver,
+:func:`ptxalloc.alloc.driver._second_chances`), each a knob (:mod:`knobs`):
 
 * **eviction** (``SpillEvict``, :func:`evict`): a node that found no placement takes the
   placement whose colored occupants cost less to spill than it does; they move to another free

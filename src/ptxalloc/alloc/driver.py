@@ -324,7 +324,7 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
         merged = coalesce(a.problem, a.options.coalesce_factor).coalesced > 0
         clock.lap("coalesce")
     a.coloring = a.session.color(a.problem, a.options)
-    if a.coloring.spilled and allocator.name == "briggs":
+    if a.coloring.spilled and allocator.name == "briggs" and a.result.rounds == 1:
         _second_chances(a, merged)
     if a.result.rounds == 1:
         a.result.first_round_spill_cost = choice.spill_cost(a.problem, a.coloring.spilled)
@@ -376,9 +376,12 @@ def _problem(a: Allocation) -> Problem:
 
 
 def _second_chances(a: Allocation, merged: bool) -> None:
-    """Briggs's spill choice looked at again (:mod:`choice`, knobs ``SpillEvict`` and
-    ``SpillUncoalesced``): the eviction pass over the coloring, and the uncoalesced problem
-    colored too when coalescing merged anything, keeping the cheaper."""
+    """Briggs's first-round spill choice looked at again (:mod:`choice`, knobs ``SpillEvict``
+    and ``SpillUncoalesced``): the eviction pass over the coloring, and the uncoalesced problem
+    colored too when coalescing merged anything, keeping the cheaper. Only the first round: in
+    later ones the problem is mostly reload and split temporaries, whose costs say little about
+    spill bytes, and second chances there measured more bytes (docs/decisions.md, "Second
+    chances for the spill choice")."""
     switches = knob_table.resolve(a.options.knobs)
     evicting = switches["SpillEvict"]
     if evicting:

@@ -60,7 +60,8 @@ from ..errors import UsageError
 class Knob:
     """One knob: its name, the ptxas knob index where the seed gives one, default, whether it
     is an integer, its range, what it does and what reads it (``scope``: the fat-point
-    allocator, ``budget`` for ``--registers auto``, ``all`` for every allocator). A plain class:
+    allocator, ``briggs`` the briggs allocator, ``budget`` for ``--registers auto``, ``all`` for
+    every allocator). A plain class:
     ``--help`` builds the table on every command, and dataclasses would cost start-up."""
 
     __slots__ = ("name", "index", "default", "integer", "minimum", "doc", "maximum", "scope")
@@ -137,11 +138,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "ptxalloc's own: 1 = cheap values, addresses and predicates recomputed at their uses "
          "before allocation (passes/recompute.py), 0 = off", maximum=1, scope="all"),
     Knob("SpillEvict", None, 1, True, 0,
-         "1: after select, a node left without a register takes the placement of colored "
+         "1: after the first round's select, a node left without a register takes the placement of colored "
          "neighbours that cost less to spill than it (alloc/choice.py), 0 = the seeds' select",
          maximum=1, scope="briggs"),
     Knob("SpillUncoalesced", None, 1, True, 0,
-         "1: when the coalesced coloring spills, the uncoalesced problem is colored too and the "
+         "1: when the first round's coalesced coloring spills, the uncoalesced problem is colored too and the "
          "cheaper spill choice kept (alloc/choice.py), 0 = the coalesced one always",
          maximum=1, scope="briggs"),
 )}
