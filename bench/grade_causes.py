@@ -17,7 +17,8 @@ colored again:
   priority instead of the seeds' ``cost / (0.8 x degree)`` (Bernstein et al.'s "best of three"
   idea);
 
-each only measured here, none part of the allocators. Every function is then put in the first
+measured here on the raw colorings (the eviction pass and the uncoalesced retry are now
+briggs's first-round knobs ``SpillEvict`` and ``SpillUncoalesced``, :mod:`ptxalloc.alloc.choice`). Every function is then put in the first
 group whose change brings it within 5 %: coalescing, optimistic select, spill priority, the two
 first together, else "other". Printed per heuristic and budget: the groups (``--names``: with
 their functions, by file name, each once) and briggs's share within 5 % over all solved functions if it kept the
@@ -39,12 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import corpus_root  # noqa: E402
 from grade import WITHIN, read_rows  # noqa: E402
 
-from ptxalloc.alloc import api, briggs, fatpoint  # noqa: E402
-from ptxalloc.alloc.matrix import UnitMatrix  # noqa: E402
+from ptxalloc.alloc import api, briggs, choice, fatpoint  # noqa: E402
 from ptxalloc.grade import alone  # noqa: E402
 from ptxalloc.pipeline import allocate_module  # noqa: E402
 from ptxalloc.ptx import parse_file  # noqa: E402
-from ptxalloc.util import bits  # noqa: E402
 
 HEURISTICS = ("briggs", "fatpoint")
 #: a function goes to the first group one of whose changes brings it within 5 %
@@ -63,7 +62,7 @@ def _within(cost, optimum: float) -> bool:
 
 
 def _cost(p, spilled) -> float:
-    return sum(p.cost[n] for n in spilled)
+    return choice.spill_cost(p, spilled)
 
 
 class _Recorder:
@@ -109,32 +108,9 @@ def _priority(ratio):
 
 
 def evict(p, coloring) -> float:
-    """The spill cost after the eviction pass over ``coloring`` (module docstring)."""
-    matrix = UnitMatrix.for_problem(p, dict(coloring.start))
-    spilled = list(coloring.spilled)
-    for n in sorted(coloring.spilled, key=lambda n: -p.cost[n]):
-        best = None
-        for s, _ in p.regfile.placements(p.shape[n]):
-            occupants = list(bits(matrix.conflicts(n, s)))
-            if any(m in p.precolored for m in occupants):
-                continue
-            c = _cost(p, occupants)
-            if c < p.cost[n] and (best is None or c < best[0]):
-                best = (c, s, occupants)
-        if best is None:
-            continue
-        _, s, occupants = best
-        for m in occupants:
-            matrix.unassign(m)
-        matrix.assign(n, s)
-        spilled.remove(n)
-        for m in occupants:
-            t = matrix.lowest_free(p.regfile.placements(p.shape[m]), matrix.forbidden(m))
-            if t is None:
-                spilled.append(m)
-            else:
-                matrix.assign(m, t)
-    return _cost(p, spilled)
+    """The spill cost after the eviction pass over ``coloring`` (:func:`ptxalloc.alloc.choice.evict`,
+    now the allocator's ``SpillEvict``)."""
+    return _cost(p, choice.evict(p, coloring).spilled)
 
 
 def variants(module, name: str, k: int) -> dict:

@@ -26,20 +26,17 @@ declarations, so the figures are the same; what changes is that the allocated te
 re-parsed and checked per run is that one function, not the whole file (a corpus file of 188
 functions was parsed whole 12 times per function graded).
 
-The first round's numbers are taken by wrapping each allocator's session for the duration of
-one run (:class:`_Recording`), so the driver needs no hook of its own.
+The first round's spill cost is the driver's ``FunctionResult.first_round_spill_cost``: that of
+the coloring the round kept, after briggs's second chances (:mod:`ptxalloc.alloc.choice`).
 """
 
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
-from typing import Iterator
 
 from .alloc import api
 from .alloc.driver import Options
 from .alloc.optimal import gap_percent
-from .alloc.session import Session
 from .errors import AllocationError
 from .ir.instruction import DIRECTIVE, Raw
 from .ir.module import Function, Module
@@ -59,66 +56,17 @@ def alone(module: Module, fn: Function) -> Module:
                   module.address_size)
 
 
-class _RecordingSession(Session):
-    """Forwards everything to the real session; keeps the first round's spill cost."""
-
-    def __init__(self, inner: Session, fn, budget: int, options) -> None:
-        super().__init__(fn, budget, options)
-        self.inner = inner
-        self.first_cost: float | None = None
-
-    def color(self, problem, options):
-        coloring = self.inner.color(problem, options)
-        if self.first_cost is None:
-            self.first_cost = sum(problem.cost[n] for n in coloring.spilled)
-        return coloring
-
-    def slots(self, cfg, frame: int) -> int:
-        return self.inner.slots(cfg, frame)
-
-    def finish(self, result) -> None:
-        self.inner.finish(result)
-        result.extra["first_round_spill_cost"] = self.first_cost
-
-
-class _Recording:
-    """An allocator under its own name whose sessions record the first round."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.description = inner.description
-        self.coalesces = inner.coalesces
-
-    def color(self, problem, options):
-        return self.inner.color(problem, options)
-
-    def open(self, fn, budget: int, options) -> Session:
-        return _RecordingSession(self.inner.open(fn, budget, options), fn, budget, options)
-
-
-@contextmanager
-def _recording(name: str) -> Iterator[None]:
-    real = api.get(name)
-    api.register(_Recording(real))
-    try:
-        yield
-    finally:
-        api.register(real)
-
-
 def _run(module, fn_name: str, allocator: str, registers, arch, time_limit: float,
-         limits: dict) -> dict:
+         limits: dict, knobs: dict[str, float] | None = None) -> dict:
     """One allocator on one function: its row, or the reason it was refused."""
-    options = Options(allocator=allocator, time_limit=time_limit)
-    with _recording(allocator):
-        try:
-            res = allocate_module(module, registers, allocator, arch, fn_name, verify=True,
-                                  options=options, **limits)
-        except AllocationError as e:
-            return {"refused": str(e)}
+    options = Options(allocator=allocator, time_limit=time_limit, knobs=dict(knobs or {}))
+    try:
+        res = allocate_module(module, registers, allocator, arch, fn_name, verify=True,
+                              options=options, **limits)
+    except AllocationError as e:
+        return {"refused": str(e)}
     fr = res.functions[0]
-    cost = fr.extra.get("first_round_spill_cost")
+    cost = fr.first_round_spill_cost
     row = {"spill_cost": None if cost is None or math.isinf(cost) else cost,   # None: inf
            "spill_bytes": fr.spill_stores_bytes + fr.spill_loads_bytes,
            "registers": fr.registers, "rounds": fr.rounds, "verified": fr.verified,

@@ -437,10 +437,11 @@ GUARDED = (DATA / "hand" / "guarded_def.ptx")
 
 def _guarded(**knobs):
     """The clean-ups after allocation on their own: live-range splitting (which leaves them
-    less to do here) off."""
+    less to do here) off, and the seeds' spill choice (briggs's second chances, which spill
+    another value here, off)."""
     return allocate(GUARDED.read_text(), registers=3,
                     knobs={**RELOAD_PARAMS, "SpillSplitRegions": 0, "SpillSplitLoops": 0,
-                           **knobs})
+                           "SpillEvict": 0, "SpillUncoalesced": 0, **knobs})
 
 
 def test_reload_of_a_value_still_in_a_register_becomes_a_move():

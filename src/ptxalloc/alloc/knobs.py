@@ -24,6 +24,8 @@ schedule                                      -         0  ptxalloc's own: 1 = s
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
 recompute                                     -         1  ptxalloc's own: recompute at the use
+SpillEvict                                    -         1  briggs: a failed node evicts cheaper ones
+SpillUncoalesced                              -         1  briggs: keep the uncoalesced coloring if cheaper
 ========================================  =====  ========  =====================================
 
 ``RematParamLoads`` and the other switches of the passes around the allocator (issue 13) are
@@ -33,7 +35,9 @@ it switches ptxalloc's pressure-aware scheduling before allocation
 two pre-passes of seed 004's pipeline, HoistInvariants (:mod:`ptxalloc.passes.hoist`) and
 ConvertMemoryToRegisterOrUniform (:mod:`ptxalloc.passes.promote`), likewise for every allocator;
 ``recompute`` its recomputation of cheap values, addresses and predicates at their uses
-(:mod:`ptxalloc.passes.recompute`).
+(:mod:`ptxalloc.passes.recompute`). ``SpillEvict`` and ``SpillUncoalesced`` are second chances
+for briggs's spill choice after select (:mod:`ptxalloc.alloc.choice`; docs/decisions.md,
+"Second chances for the spill choice"); 0 gives the seeds' Briggs coloring exactly.
 
 Two decisions (docs/decisions.md, "Fat-point allocator"):
 
@@ -56,7 +60,8 @@ from ..errors import UsageError
 class Knob:
     """One knob: its name, the ptxas knob index where the seed gives one, default, whether it
     is an integer, its range, what it does and what reads it (``scope``: the fat-point
-    allocator, ``budget`` for ``--registers auto``, ``all`` for every allocator). A plain class:
+    allocator, ``briggs`` the briggs allocator, ``budget`` for ``--registers auto``, ``all`` for
+    every allocator). A plain class:
     ``--help`` builds the table on every command, and dataclasses would cost start-up."""
 
     __slots__ = ("name", "index", "default", "integer", "minimum", "doc", "maximum", "scope")
@@ -132,6 +137,14 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("recompute", None, 1, True, 0,
          "ptxalloc's own: 1 = cheap values, addresses and predicates recomputed at their uses "
          "before allocation (passes/recompute.py), 0 = off", maximum=1, scope="all"),
+    Knob("SpillEvict", None, 1, True, 0,
+         "1: after the first round's select, a node left without a register takes the placement of colored "
+         "neighbours that cost less to spill than it (alloc/choice.py), 0 = the seeds' select",
+         maximum=1, scope="briggs"),
+    Knob("SpillUncoalesced", None, 1, True, 0,
+         "1: when the first round's coalesced coloring spills, the uncoalesced problem is colored too and the "
+         "cheaper spill choice kept (alloc/choice.py), 0 = the coalesced one always",
+         maximum=1, scope="briggs"),
 )}
 
 
@@ -178,6 +191,7 @@ def parse_knobs(texts: list[str] | None) -> dict[str, float]:
 
 
 SCOPES = {"fatpoint": "the fat-point allocator (--allocator fatpoint)",
+          "briggs": "the briggs allocator (--allocator briggs)",
           "budget": "the budget model of --registers auto",
           "all": "every allocator (ptxalloc's passes around allocation)"}
 
@@ -188,7 +202,7 @@ def inapplicable(knobs: dict[str, float], allocator: str, registers) -> list[str
     out = []
     for name in knobs:
         scope = KNOBS[name].scope
-        if (scope == "fatpoint" and allocator != "fatpoint") or \
+        if (scope in ("fatpoint", "briggs") and allocator != scope) or \
                 (scope == "budget" and registers != "auto"):
             out.append(f"knob {name} has no effect here: only {SCOPES[scope]} reads it")
     return out
