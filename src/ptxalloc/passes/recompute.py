@@ -17,7 +17,12 @@ at its uses when
 * at every use the definition is *available*: it reaches the use on every path and none of its
   operands nor ``%v`` is redefined in between (a forward must-dataflow over the blocks);
 * at every use each register operand of the definition is live anyway (live before the use in
-  the original): recomputing there lengthens no other value's range;
+  the original): recomputing there lengthens no other value's range — or, for an operand that
+  is not (Triton's ``mul.wide.s32 %off, %idx, 2`` read only by ``add.s64 %a, %base, %off``),
+  it is itself a candidate whose definition is available at the use and whose operands are
+  live there: its definition is copied too, first, a *chain* of at most :data:`MAX_CHAIN`
+  instructions (the same rule, no other value's range grows), and an operand definition that
+  nothing reads any more is left out;
 * the recomputations are worth it by seed 002's rule (:func:`ptxalloc.spill.remat.
   worth_rematerializing`: one cycle of compute against a reload of 4 to 10) and there are at
   most :data:`MAX_RECOMPUTATIONS` of them, and the value's range shrinks (it is not read only
@@ -59,6 +64,9 @@ _INTEGER = re.compile(r"\.[sub](?:8|16|32|64)$")
 
 #: The most recomputations of one value (each is one instruction more).
 MAX_RECOMPUTATIONS = 8
+
+#: The most definitions copied at one use: the value's and those of operands not live there.
+MAX_CHAIN = 2
 
 
 @dataclass
@@ -120,8 +128,10 @@ def recompute_function(fn: Function) -> Recomputed | None:
         return Recomputed(new, records, dead, before, after)
 
 
-def plan(fn: Function) -> tuple[list[Recompute], list[int]]:
-    """The recomputations to make and the definitions they leave dead."""
+def plan(fn: Function, chains_allowed: bool = True) -> tuple[list[Recompute], list[int]]:
+    """The recomputations to make and the definitions they leave dead; with
+    ``chains_allowed``, a definition whose operand is not live at a use is recomputed there
+    together with that operand's own definition (module docstring)."""
     cfg = CFG(fn)
     instrs = cfg.instrs
     regs = fn.regs
@@ -147,6 +157,28 @@ def plan(fn: Function) -> tuple[list[Recompute], list[int]]:
     records = []
     dead = []
     pinned = 0          # operands of recomputed definitions: their own definitions must stay
+
+    def live_at(j: int) -> int:
+        blk = cfg.block_of[j]
+        lb = live_before.get(blk)
+        if lb is None:
+            lb = live_before[blk] = liveness.live_before(blk)
+        return lb[j - cfg.blocks[blk].first]
+
+    def chain_for(u: int, j: int, live: int, depth: int, chain: list[int]) -> bool:
+        """Whether candidate ``u``, not live at ``j``, can be recomputed there from registers
+        live there, through at most ``depth`` more definitions; appends the definitions to
+        copy, innermost first."""
+        k = define.get(u)
+        if k is None or depth == 0 or not available[j] >> u & 1:
+            return False
+        for w in instrs[k].uses:
+            if not live >> w & 1 and not chain_for(w, j, live, depth - 1, chain):
+                return False
+        if k not in chain:
+            chain.append(k)
+        return True
+
     # the latest definitions first: an address is recomputed rather than the offset it reads
     for v, i in sorted(define.items(), key=lambda x: -x[1]):
         if pinned >> v & 1:
@@ -160,25 +192,48 @@ def plan(fn: Function) -> tuple[list[Recompute], list[int]]:
             continue
         if len(sites) == 1 and sites[0] == i + 1 and cfg.block_of[i] == cfg.block_of[i + 1]:
             continue                    # read right after it is made: nothing to shorten
-        ok = True
+        chains: list[tuple[int, ...]] = []
         for j in sites:
-            if not available[j] >> v & 1 or uses_carry(instrs[j]):
-                ok = False
+            if not available[j] >> v & 1 or uses_carry(instrs[j]) or \
+                    not worth_rematerializing(cfg.blocks[cfg.block_of[j]].depth):
                 break
-            blk = cfg.block_of[j]
-            lb = live_before.get(blk)
-            if lb is None:
-                lb = live_before[blk] = liveness.live_before(blk)
-            if lb[j - cfg.blocks[blk].first] & operands != operands or \
-                    not worth_rematerializing(cfg.blocks[blk].depth):
-                ok = False
+            live = live_at(j)
+            chain: list[int] = []
+            if live & operands != operands and (not chains_allowed or not all(
+                    live >> u & 1 or chain_for(u, j, live, MAX_CHAIN - 1, chain) for u in d.uses)):
                 break
-        if ok:
-            records.extend(Recompute(i, (j,)) for j in sites)
+            chains.append(tuple(chain))
+        else:
+            for j, chain in zip(sites, chains):
+                records.append(Recompute(i, (j,), chain))
+                for k in chain:
+                    for u in instrs[k].uses:
+                        operands |= 1 << u
             dead.append(i)
             pinned |= operands
     records.sort()
+    dead.extend(_unread_chain_definitions(fn, instrs, records, dead))
     return records, dead
+
+
+def _unread_chain_definitions(fn: Function, instrs, records: list[Recompute],
+                              dead: list[int]) -> list[int]:
+    """The definitions copied into chains that nothing reads once the records are applied (an
+    offset read only by the address now formed at the access): they are left out too."""
+    inner = {k for r in records for k in r.inner} - set(dead)
+    if not inner:
+        return []
+    gone = set(dead)
+    while True:
+        read = 0
+        new = apply_recomputations(fn, records, sorted(gone))
+        for ins in new.instructions():
+            for u in ins.uses:
+                read |= 1 << u
+        unread = {k for k in inner - gone if not read >> instrs[k].defs[0] & 1}
+        if not unread:
+            return sorted(gone - set(dead))
+        gone |= unread
 
 
 def _available_before(cfg: CFG, instrs, define: dict[int, int]) -> dict[int, int]:
