@@ -22,7 +22,10 @@ at its uses when
   it is itself a candidate whose definition is available at the use and whose operands are
   live there: its definition is copied too, first, a *chain* of at most :data:`MAX_CHAIN`
   instructions (the same rule, no other value's range grows), and an operand definition that
-  nothing reads any more is left out;
+  nothing reads any more is left out; or, last, an operand read by nothing but this definition
+  and narrower than the value (``%idx``, 32 bits, for the 64-bit ``%off``): its range then takes
+  over the value's, one register where there were two, as ptxas keeps a 32-bit index per
+  element and forms the address at the access;
 * the recomputations are worth it by seed 002's rule (:func:`ptxalloc.spill.remat.
   worth_rematerializing`: one cycle of compute against a reload of 4 to 10) and there are at
   most :data:`MAX_RECOMPUTATIONS` of them, and the value's range shrinks (it is not read only
@@ -51,7 +54,7 @@ from ..ir.effects import PURE, effect_kind, uses_carry
 from ..ir.module import Function
 from ..ir.operands import Imm, Reg, Sym
 from ..ir.recompute import Recompute, apply_recomputations
-from ..ir.registers import RegClass
+from ..ir.registers import CLASS_BITS, RegClass
 from ..spill.remat import worth_rematerializing
 from ..util import gc_paused
 
@@ -66,7 +69,7 @@ _INTEGER = re.compile(r"\.[sub](?:8|16|32|64)$")
 MAX_RECOMPUTATIONS = 8
 
 #: The most definitions copied at one use: the value's and those of operands not live there.
-MAX_CHAIN = 2
+MAX_CHAIN = 3
 
 
 @dataclass
@@ -144,6 +147,7 @@ def plan(fn: Function, chains_allowed: bool = True) -> tuple[list[Recompute], li
             uses_at.setdefault(u, []).append(i)
     # old-ABI ``.reg`` parameters and results: the caller reads a result at ``ret``
     bound = {p.vid for p in fn.params + fn.returns if p.space == "reg" and p.vid >= 0}
+    readers = {u: set(at) for u, at in uses_at.items()}
     define: dict[int, int] = {}          # candidate value -> its defining instruction
     for i, ins in enumerate(instrs):
         if ins.defs and ndefs[ins.defs[0]] == 1 and ins.defs[0] not in bound and ins.defs[0] in uses_at and cheap(ins) \
@@ -165,15 +169,39 @@ def plan(fn: Function, chains_allowed: bool = True) -> tuple[list[Recompute], li
             lb = live_before[blk] = liveness.live_before(blk)
         return lb[j - cfg.blocks[blk].first]
 
-    def chain_for(u: int, j: int, live: int, depth: int, chain: list[int]) -> bool:
-        """Whether candidate ``u``, not live at ``j``, can be recomputed there from registers
-        live there, through at most ``depth`` more definitions; appends the definitions to
-        copy, innermost first."""
+    def operand_at(u: int, reader: int, j: int, live: int, depth: int, chain: list[int],
+                   extended: list[int]) -> bool:
+        """Whether operand ``u`` of instruction ``reader`` can be had at ``j``: recomputed there
+        too when ``reader`` is its only reader (it then dies), else live there anyway, else
+        recomputed there, else, when ``reader`` is its only reader, read there with its range
+        extended (``extended`` collects it); appends definitions to copy, innermost first."""
+        only = readers[u] == {reader}
+        if only and u in define and depth > 0:
+            trial, trial_ext = list(chain), list(extended)
+            if chain_for(u, j, live, depth, trial, trial_ext):
+                chain[:], extended[:] = trial, trial_ext
+                return True
+        if live >> u & 1:
+            return True
+        if not only and depth > 0:
+            trial, trial_ext = list(chain), list(extended)
+            if chain_for(u, j, live, depth, trial, trial_ext):
+                chain[:], extended[:] = trial, trial_ext
+                return True
+        if only:
+            extended.append(u)
+            return True
+        return False
+
+    def chain_for(u: int, j: int, live: int, depth: int, chain: list[int],
+                  extended: list[int]) -> bool:
+        """Whether candidate ``u`` can be recomputed at ``j`` through at most ``depth``
+        definitions (its own included) from operands had there (:func:`operand_at`)."""
         k = define.get(u)
         if k is None or depth == 0 or not available[j] >> u & 1:
             return False
-        for w in instrs[k].uses:
-            if not live >> w & 1 and not chain_for(w, j, live, depth - 1, chain):
+        for w in set(instrs[k].uses):
+            if not operand_at(w, k, j, live, depth - 1, chain, extended):
                 return False
         if k not in chain:
             chain.append(k)
@@ -193,17 +221,27 @@ def plan(fn: Function, chains_allowed: bool = True) -> tuple[list[Recompute], li
         if len(sites) == 1 and sites[0] == i + 1 and cfg.block_of[i] == cfg.block_of[i + 1]:
             continue                    # read right after it is made: nothing to shorten
         chains: list[tuple[int, ...]] = []
+        extended: list[int] = []        # narrower operands whose range takes over v's
         for j in sites:
             if not available[j] >> v & 1 or uses_carry(instrs[j]) or \
                     not worth_rematerializing(cfg.blocks[cfg.block_of[j]].depth):
                 break
             live = live_at(j)
             chain: list[int] = []
-            if live & operands != operands and (not chains_allowed or not all(
-                    live >> u & 1 or chain_for(u, j, live, MAX_CHAIN - 1, chain) for u in d.uses)):
+            if chains_allowed:
+                if not all(operand_at(u, i, j, live, MAX_CHAIN - 1, chain, extended)
+                           for u in set(d.uses)):
+                    break
+            elif live & operands != operands:
                 break
             chains.append(tuple(chain))
         else:
+            ext = 0
+            for u in extended:
+                ext |= 1 << u
+            if ext and not _narrower(regs, ext, v):
+                continue
+            operands |= ext
             for j, chain in zip(sites, chains):
                 records.append(Recompute(i, (j,), chain))
                 for k in chain:
@@ -214,6 +252,22 @@ def plan(fn: Function, chains_allowed: bool = True) -> tuple[list[Recompute], li
     records.sort()
     dead.extend(_unread_chain_definitions(fn, instrs, records, dead))
     return records, dead
+
+
+def _narrower(regs, extended: int, v: int) -> bool:
+    """Whether the general registers of the bitset ``extended`` together are narrower than
+    ``v``, whose range theirs take over."""
+    if regs.classes[v] not in (RegClass.GPR32, RegClass.GPR64):
+        return False
+    bits = 0
+    u = 0
+    while extended >> u:
+        if extended >> u & 1:
+            if regs.classes[u] not in (RegClass.GPR32, RegClass.GPR64):
+                return False
+            bits += CLASS_BITS[regs.classes[u]]
+        u += 1
+    return bits < CLASS_BITS[regs.classes[v]]
 
 
 def _unread_chain_definitions(fn: Function, instrs, records: list[Recompute],
