@@ -40,7 +40,8 @@ kept only when its MaxLive (general registers and predicates) is no higher.
 The decisions are :class:`~ptxalloc.ir.recompute.Recompute` records; the allocated function
 carries them in ``//@recompute`` / ``//@dead`` lines and :mod:`ptxalloc.verify.recompute`
 proves the rewritten function equivalent to the original by its own available-expressions
-argument (docs/checker.md, "Recomputed allocations"). Switch: the knob ``recompute``.
+argument (docs/checker.md, "Recomputed allocations"). Switch: the knob ``recompute`` (2: with chains, the default;
+1: without; 0: off).
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ MAX_CHAIN = 3
 
 @dataclass
 class Recomputed:
-    """The rewritten function and what was done: ``records`` (one per inserted instruction),
-    ``dead`` (original instruction indices left out: one per value recomputed) and MaxLive
+    """The rewritten function and what was done: ``records`` (one per use served, each
+    inserting its chain and the definition), ``dead`` (original instruction indices left out:
+    one per value recomputed or offset no longer read) and MaxLive
     (registers, predicates) before and after."""
 
     function: Function
@@ -85,7 +87,8 @@ class Recomputed:
     max_live_after: tuple[int, int]
 
     def report(self) -> dict:
-        return {"values": len(self.dead), "inserted": len(self.records),
+        return {"values": len(self.dead),
+                "inserted": sum(1 + len(r.inner) for r in self.records),
                 "max_live_before": self.max_live_before[0],
                 "max_live_after": self.max_live_after[0]}
 
@@ -113,12 +116,13 @@ def cheap(ins) -> bool:
         (base == "mov" and not types)
 
 
-def recompute_function(fn: Function) -> Recomputed | None:
-    """The function with its cheap values recomputed at their uses, or None when nothing
-    qualifies or MaxLive would not stay as low."""
+def recompute_function(fn: Function, chains: bool = True) -> Recomputed | None:
+    """The function with its cheap values recomputed at their uses (with ``chains``, together
+    with operands not live there: :func:`plan`), or None when nothing qualifies or MaxLive
+    would not stay as low."""
     from ..analysis import pressure_of
     with gc_paused():
-        records, dead = plan(fn)
+        records, dead = plan(fn, chains)
         if not records:
             return None
         new = apply_recomputations(fn, records, dead)
