@@ -230,21 +230,11 @@ def test_scheduled_allocations_are_proven_and_assemble(path, allocator, k):
     assert out.ok, out.output
 
 
-TUPLES = DATA / "hand" / "schedule_tuples.ptx"
-
 
 def _max_live(fn) -> tuple[int, int]:
     from ptxalloc.analysis import pressure_of
     p = pressure_of(fn)
     return p.max_live, p.max_preds
-
-
-def test_tuple_groups_count_as_one_value_and_maxlive_never_rises():
-    fn = parse_file(str(TUPLES)).functions[0]
-    s = schedule_function(fn)
-    if s is not None:
-        assert _max_live(s.function) <= _max_live(fn)
-        check_schedule(fn, s.order)
 
 
 @pytest.mark.corpus
