@@ -102,7 +102,7 @@ def pre_passes(original: Function, options: Options,
             marks.append(("promote", promote_lines(promoted.arrays), promoted.report()))
     if knobs["recompute"]:
         from .passes.recompute import recompute_function
-        recomputed = recompute_function(fn)
+        recomputed = recompute_function(fn, chains=knobs["recompute"] >= 2)
         if recomputed:
             fn = recomputed.function
             marks.append(("recompute", record_lines(recomputed.records, recomputed.dead),

@@ -21,9 +21,11 @@ FILES = [DATA / "pressure_sm80.ptx", DATA / "calls_sm80.ptx"]
 
 
 def _chain(path, allocator):
-    """Run 1 at K = 16, run 2 (on run 1's output) at K = 10: both spill."""
-    first = allocate(path.read_text(), 16, allocator, filename=str(path)).ptx
-    second = allocate(first, 10, allocator, filename="first.ptx").ptx
+    """Run 1 at K = 16, run 2 (on run 1's output) at K = 10: both spill (recomputation without
+    chains: with them calls_sm80.ptx fits in 16)."""
+    knobs = {"recompute": 1}
+    first = allocate(path.read_text(), 16, allocator, filename=str(path), knobs=knobs).ptx
+    second = allocate(first, 10, allocator, filename="first.ptx", knobs=knobs).ptx
     return first, second
 
 

@@ -100,7 +100,7 @@ def test_swap_two_registers_in_one_instruction():
     lines = lines_of(text)
     i, a, b = next(_swap_sites(text))
     lines[i] = re.sub(rf"{a}\b|{b}\b", lambda m: b if m.group() == a else a, lines[i])
-    refuted(PRESSURE, "\n".join(lines), rf"line {i + 1} .*operand \d should hold %\w+#\d+ but "
+    refuted(PRESSURE, "\n".join(lines), rf"line {i + 1} .*operand \d should hold %[\w$]+#\d+ but "
                                          rf"%R\d+ holds")
 
 

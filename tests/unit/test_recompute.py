@@ -24,6 +24,7 @@ from ptxalloc.verify.recompute import check_recomputation
 
 LOOP = DATA / "hand" / "recompute_loop.ptx"
 PATHS = DATA / "hand" / "recompute_paths.ptx"
+CHAIN = DATA / "hand" / "recompute_chain.ptx"
 TRITON = DATA / "triton"
 
 
@@ -123,6 +124,73 @@ def test_validator_accepts_the_pass_and_refuses_a_tampered_record(tmp_path, caps
     assert "unknown annotation" in capsys.readouterr().err
 
 
+def _chain_fn(name: str):
+    return next(f for f in parse_file(str(CHAIN)).functions if f.name == name)
+
+
+@pytest.mark.parametrize("name", ["chain", "narrow"])
+def test_an_address_is_formed_at_the_access_with_the_offset_it_reads(name):
+    fn = _chain_fn(name)
+    mul, add = index_of(fn, "mul.wide.s32 %rd2, %r2, 4;"), index_of(fn, "add.s64 %rd3, %rd1, %rd2;")
+    load = index_of(fn, "ld.global.f32 %f2, [%rd3];")
+    # one record: the offset's definition copied first, then the address's, both left out
+    assert plan(fn) == ([Recompute(add, (load,), (mul,))], [add, mul])
+    r = recompute_function(fn)
+    assert r is not None and r.report()["inserted"] == 2 and r.report()["values"] == 2
+    text = render(r.function)
+    at = text.index("ld.global.f32 %f2, [%rd3$rc0];")
+    assert text[at - 2:at] == ["mul.wide.s32 %rd2$rc0, %r2, 4;", "add.s64 %rd3$rc0, %rd1, %rd2$rc0;"]
+    assert not any(t.startswith(("mul.wide.s32 %rd2,", "add.s64 %rd3,")) for t in text)
+    assert r.max_live_after[0] <= r.max_live_before[0]
+    if name == "chain":     # %r2 and %rd1 were live in the loop anyway: two registers fewer
+        assert (r.max_live_before[0], r.max_live_after[0]) == (9, 8)
+    check_recomputation(fn, r.function)
+
+
+def test_no_chain_where_the_index_changes_in_the_loop():
+    fn = _chain_fn("moved")
+    assert plan(fn) == ([], [])
+
+
+def test_validator_refuses_a_chain_whose_index_changes_in_the_loop():
+    fn = _chain_fn("moved")
+    mul, add = index_of(fn, "mul.wide.s32 %rd2, %r2, 4;"), index_of(fn, "add.s64 %rd3, %rd1, %rd2;")
+    load = index_of(fn, "ld.global.f32 %f2, [%rd3];")
+    bad = apply_recomputations(fn, [Recompute(add, (load,), (mul,))], [add, mul])
+    with pytest.raises(VerificationError, match=r"reads %rd3\$rc0 in place of %rd3"):
+        check_recomputation(fn, bad)
+
+
+def test_validator_refuses_a_chain_that_copies_another_definition():
+    fn = _chain_fn("chain")
+    mul, add = index_of(fn, "mul.wide.s32 %rd2, %r2, 4;"), index_of(fn, "add.s64 %rd3, %rd1, %rd2;")
+    load = index_of(fn, "ld.global.f32 %f2, [%rd3];")
+    # the chain copies %tid.x instead of the offset: the address's copy still reads %rd2,
+    # whose definition the record leaves out
+    tid = index_of(fn, "mov.u32 %r2, %tid.x;")
+    bad = apply_recomputations(fn, [Recompute(add, (load,), (tid,))], [add, mul])
+    with pytest.raises(VerificationError, match="not a dead pure instruction"):
+        check_recomputation(fn, bad)
+    # the right chain is accepted
+    check_recomputation(fn, apply_recomputations(fn, [Recompute(add, (load,), (mul,))],
+                                                 [add, mul]))
+
+
+def test_a_chain_record_round_trips_and_a_truncated_one_is_refused(tmp_path, capsys):
+    res = allocate(CHAIN.read_text(), 255, filename=str(CHAIN))
+    assert {f.verified for f in res.functions} == {True}
+    assert re.search(r"//@recompute 3\+4>7\n\t//@dead 3 4\n", res.ptx)
+    good = tmp_path / "good.ptx"
+    good.write_text(res.ptx)
+    assert main(["verify", str(CHAIN), str(good)]) == 0
+    capsys.readouterr()
+    # without its inner definition the address's copy reads %rd2, whose definition is dead
+    bad = tmp_path / "bad.ptx"
+    bad.write_text(res.ptx.replace("//@recompute 3+4>7", "//@recompute 4>7", 1))
+    assert main(["verify", str(CHAIN), str(bad)]) == 1
+    assert "not a dead pure instruction" in capsys.readouterr().err
+
+
 def test_knob_switches_it_off():
     res = allocate(LOOP.read_text(), 255, knobs={"recompute": 0}, filename=str(LOOP))
     assert "recompute=" not in res.ptx and "//@recompute" not in res.ptx
@@ -145,7 +213,7 @@ def test_triton_matmul_maxlive_falls():
 
 
 @pytest.mark.ptxas
-@pytest.mark.parametrize("path", [LOOP, TRITON / "sm80_matmul.ptx", TRITON / "sm80_softmax.ptx",
+@pytest.mark.parametrize("path", [LOOP, CHAIN, TRITON / "sm80_matmul.ptx", TRITON / "sm80_softmax.ptx",
                                   TRITON / "sm80_layer_norm.ptx",
                                   TRITON / "attn_fwd_tma_64x64_d64.ptx"], ids=lambda p: p.name)
 @pytest.mark.parametrize("allocator,k", [("briggs", 128), ("fatpoint", 255)])

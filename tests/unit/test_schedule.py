@@ -228,3 +228,25 @@ def test_scheduled_allocations_are_proven_and_assemble(path, allocator, k):
     arch = parse(text, str(path)).sm or "sm_80"
     out = ptxas.assemble(res.ptx, arch)
     assert out.ok, out.output
+
+
+
+def _max_live(fn) -> tuple[int, int]:
+    from ptxalloc.analysis import pressure_of
+    p = pressure_of(fn)
+    return p.max_live, p.max_preds
+
+
+@pytest.mark.corpus
+def test_texture_vectors_are_not_spread_by_the_schedule():
+    # convolutionTexture: the sources of 9 `tex.2d.v4` are tuple groups; counting their
+    # members one by one, the scheduler once sank their copies and raised MaxLive 13 -> 37
+    from conftest import corpus_root
+    root = corpus_root()
+    if root is None:
+        pytest.skip("../shared/corpus is absent")
+    module = parse_file(str(root / "gpuocelot/tests/ptx/sdk2.2/convolutionTexture.ptx"))
+    for fn in module.functions:
+        s = schedule_function(fn)
+        if s is not None:
+            assert _max_live(s.function) <= _max_live(fn), fn.name

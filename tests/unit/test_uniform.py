@@ -383,7 +383,9 @@ def test_spill_explanations_count_r_pressure_only():
     body += "".join(f"\tadd.s32 %r70, %r70, %r{i + 3};\n" for i in range(20))
     body += "".join(f"\tadd.s32 %r70, %r70, %r{i + 30};\n" for i in range(12))
     body += "\tld.param.u64 %rd1, [k_p];\n\tst.global.u32 [%rd1], %r70;\n\tret;"
-    res = allocated(kernel(body), registers=8)
+    # without recomputation chains: they would form each divergent value from %tid.x at its
+    # use and nothing would spill
+    res = allocated(kernel(body), registers=8, knobs={"recompute": 1})
     f = res.functions[0]
     assert f.spilled_values and f.uniform_registers >= 20
     whys = [v["why"] for v in f.extra["spills"]["values"]]

@@ -134,9 +134,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "ptxalloc's own: 1 = function-local .local arrays accessed at constant offsets "
          "promoted to registers before allocation (ptxas's ConvertMemoryToRegisterOrUniform, "
          "passes/promote.py), 0 = off", maximum=1, scope="all"),
-    Knob("recompute", None, 1, True, 0,
+    Knob("recompute", None, 2, True, 0,
          "ptxalloc's own: 1 = cheap values, addresses and predicates recomputed at their uses "
-         "before allocation (passes/recompute.py), 0 = off", maximum=1, scope="all"),
+         "before allocation (passes/recompute.py), 2 = also with the definitions of operands "
+         "not live there (chains up to three deep; a 32-bit index kept for a 64-bit offset), "
+         "0 = off", maximum=2, scope="all"),
     Knob("SpillEvict", None, 1, True, 0,
          "1: after the first round's select, a node left without a register takes the placement of colored "
          "neighbours that cost less to spill than it (alloc/choice.py), 0 = the seeds' select",

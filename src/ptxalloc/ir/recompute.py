@@ -6,8 +6,12 @@ pass :mod:`ptxalloc.passes.recompute` decided and what the checker rebuilds from
 A :class:`Recompute` record ``(define, uses)`` names, by original instruction index (0-based,
 in body order), a definition ``op %v, a, b`` and the instructions whose reads of ``%v`` read
 instead a fresh register ``%n`` of the same type, defined by a copy ``op %n, a, b`` of the
-definition inserted right before the first of ``uses``. ``dead`` lists original instructions
-left out. Applying them is mechanical, like :meth:`Function.reordered` for a schedule; whether
+definition inserted right before the first of ``uses``. A record may carry a *chain*
+``inner`` of further definitions (``I1+I2+D>U``, innermost first): each is copied in turn into
+a fresh register before the uses, and each copy — the definition's included — reads the fresh
+registers of the copies before it in place of their originals' destinations, so that an address
+``add %a, %base, %off`` is formed at the access together with the ``mul.wide %off, %idx, 2`` it
+reads when ``%off`` itself is not live there. ``dead`` lists original instructions left out. Applying them is mechanical, like :meth:`Function.reordered` for a schedule; whether
 the result computes what the original computes is proven separately
 (:mod:`ptxalloc.verify.recompute`).
 """
@@ -24,19 +28,26 @@ from .operands import Reg
 RECOMPUTE = "//@recompute"
 DEAD = "//@dead"
 ENTRIES_PER_LINE = 16
-_ENTRY = re.compile(r"(\d+)>(\d+(?:,\d+)*)$")
+_ENTRY = re.compile(r"((?:\d+\+)*)(\d+)>(\d+(?:,\d+)*)$")
 
 
 class Recompute(NamedTuple):
-    """A recomputation of original instruction ``define`` serving ``uses`` (ascending)."""
+    """A recomputation of original instruction ``define`` serving ``uses`` (ascending), after
+    copies of the ``inner`` definitions its copy reads (innermost first; empty: none)."""
 
     define: int
     uses: tuple[int, ...]
+    inner: tuple[int, ...] = ()
+
+    def token(self) -> str:
+        """``I1+I2+D>U1,U2``, as on a ``//@recompute`` line."""
+        chain = "".join(f"{i}+" for i in self.inner)
+        return f"{chain}{self.define}>{','.join(map(str, self.uses))}"
 
 
 def record_lines(records: list[Recompute], dead: list[int]) -> list[str]:
     """The ``//@recompute D>U1,U2`` and ``//@dead D ...`` comment lines of ``records``."""
-    tokens = [f"{r.define}>{','.join(map(str, r.uses))}" for r in records]
+    tokens = [r.token() for r in records]
     lines = [RECOMPUTE + " " + " ".join(tokens[i:i + ENTRIES_PER_LINE])
              for i in range(0, len(tokens), ENTRIES_PER_LINE)]
     dead = sorted(dead)
@@ -59,7 +70,9 @@ def parse_entries(kind: str, rest: str) -> tuple[list[Recompute], list[int]]:
         m = _ENTRY.match(tok)
         if m is None:
             raise ValueError(f"malformed entry '{tok}'")
-        records.append(Recompute(int(m.group(1)), tuple(int(u) for u in m.group(2).split(","))))
+        inner = tuple(int(i) for i in m.group(1).split("+") if i)
+        records.append(Recompute(int(m.group(2)), tuple(int(u) for u in m.group(3).split(",")),
+                                 inner))
     return records, dead
 
 
@@ -89,19 +102,29 @@ def apply_recomputations(fn: Function, records: list[Recompute], dead: list[int]
     rewritten: dict[int, Instruction] = {}
     for r in records:
         if not 0 <= r.define < n or not r.uses or any(not 0 <= u < n for u in r.uses) \
-                or list(r.uses) != sorted(set(r.uses)):
-            raise ValueError(f"recomputation {r.define}>{','.join(map(str, r.uses))} does not "
-                             f"name instructions of the function's {n} in ascending order")
-        d = instrs[r.define]
-        dst = d.ops[0] if d.ops else None
-        if len(d.defs) != 1 or type(dst) is not Reg or dst.comp or dst.v != d.defs[0]:
-            raise ValueError(f"recomputation of line {d.line}: '{d.render(fn.regs.names.__getitem__)}'"
-                             f" does not define one whole register")
-        v = dst.v
-        fresh = regs.like(v, fresh_name(fn, regs.names[v], taken))
-        copy = d.copy_with([Reg(fresh)] + list(d.ops[1:]))
-        copy.comment = ""
-        before.setdefault(r.uses[0], []).append(copy)
+                or list(r.uses) != sorted(set(r.uses)) or any(not 0 <= i < n for i in r.inner):
+            raise ValueError(f"recomputation {r.token()} does not name instructions of the "
+                             f"function's {n} in ascending order")
+        copied: dict[int, int] = {}          # original destination -> its fresh copy's register
+        v = fresh = -1
+        for i in r.inner + (r.define,):
+            d = instrs[i]
+            dst = d.ops[0] if d.ops else None
+            if len(d.defs) != 1 or type(dst) is not Reg or dst.comp or dst.v != d.defs[0]:
+                raise ValueError(f"recomputation of line {d.line}: "
+                                 f"'{d.render(fn.regs.names.__getitem__)}' does not define one "
+                                 f"whole register")
+            v = dst.v
+            fresh = regs.like(v, fresh_name(fn, regs.names[v], taken))
+
+            def chained(op, copied=copied):
+                c = copied.get(op.v)
+                return op if c is None else Reg(c, op.comp)
+
+            copy = d.copy_with([Reg(fresh)] + [op.map_regs(chained) for op in d.ops[1:]])
+            copy.comment = ""
+            before.setdefault(r.uses[0], []).append(copy)
+            copied[v] = fresh
 
         def redirect(op, v=v, fresh=fresh):
             return Reg(fresh, op.comp) if op.v == v else op
@@ -109,8 +132,8 @@ def apply_recomputations(fn: Function, records: list[Recompute], dead: list[int]
         for u in r.uses:
             ins = rewritten.get(u, instrs[u])
             if v not in ins.uses:
-                raise ValueError(f"recomputation of line {d.line}: line {ins.line} does not "
-                                 f"read {regs.names[v]}")
+                raise ValueError(f"recomputation of line {instrs[r.define].line}: line "
+                                 f"{ins.line} does not read {regs.names[v]}")
             rewritten[u] = ins.copy_with([op.map_regs(redirect) for op in ins.ops],
                                          fresh if ins.guard == v else None)
     gone = set(dead)

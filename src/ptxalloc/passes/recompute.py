@@ -19,7 +19,15 @@ at its uses when
 * at every use the definition is *available*: it reaches the use on every path and none of its
   operands nor ``%v`` is redefined in between (a forward must-dataflow over the blocks);
 * at every use each register operand of the definition is live anyway (live before the use in
-  the original): recomputing there lengthens no other value's range;
+  the original): recomputing there lengthens no other value's range — or, for an operand that
+  is not (Triton's ``mul.wide.s32 %off, %idx, 2`` read only by ``add.s64 %a, %base, %off``),
+  it is itself a candidate whose definition is available at the use and whose operands are
+  live there: its definition is copied too, first, a *chain* of at most :data:`MAX_CHAIN`
+  instructions (the same rule, no other value's range grows), and an operand definition that
+  nothing reads any more is left out; or, last, an operand read by nothing but this definition
+  and narrower than the value (``%idx``, 32 bits, for the 64-bit ``%off``): its range then takes
+  over the value's, one register where there were two, as ptxas keeps a 32-bit index per
+  element and forms the address at the access;
 * the recomputations are worth it by seed 002's rule (:func:`ptxalloc.spill.remat.
   worth_rematerializing`: one cycle of compute against a reload of 4 to 10) and there are at
   most :data:`MAX_RECOMPUTATIONS` of them, and the value's range shrinks (it is not read only
@@ -34,7 +42,8 @@ kept only when its MaxLive (general registers and predicates) is no higher.
 The decisions are :class:`~ptxalloc.ir.recompute.Recompute` records; the allocated function
 carries them in ``//@recompute`` / ``//@dead`` lines and :mod:`ptxalloc.verify.recompute`
 proves the rewritten function equivalent to the original by its own available-expressions
-argument (docs/checker.md, "Recomputed allocations"). Switch: the knob ``recompute``.
+argument (docs/checker.md, "Recomputed allocations"). Switch: the knob ``recompute`` (2: with chains, the default;
+1: without; 0: off).
 """
 
 from __future__ import annotations
@@ -49,7 +58,7 @@ from ..ir.effects import PURE, effect_kind, uses_carry
 from ..ir.module import Function
 from ..ir.operands import Imm, Reg, Sym
 from ..ir.recompute import Recompute, apply_recomputations
-from ..ir.registers import RegClass
+from ..ir.registers import CLASS_BITS, RegClass
 from ..spill.remat import worth_rematerializing
 from ..util import gc_paused
 
@@ -63,11 +72,15 @@ _INTEGER = re.compile(r"\.[sub](?:8|16|32|64)$")
 #: The most recomputations of one value (each is one instruction more).
 MAX_RECOMPUTATIONS = 8
 
+#: The most definitions copied at one use: the value's and those of operands not live there.
+MAX_CHAIN = 3
+
 
 @dataclass
 class Recomputed:
-    """The rewritten function and what was done: ``records`` (one per inserted instruction),
-    ``dead`` (original instruction indices left out: one per value recomputed) and MaxLive
+    """The rewritten function and what was done: ``records`` (one per use served, each
+    inserting its chain and the definition), ``dead`` (original instruction indices left out:
+    one per value recomputed or offset no longer read) and MaxLive
     (registers, predicates) before and after."""
 
     function: Function
@@ -77,7 +90,8 @@ class Recomputed:
     max_live_after: tuple[int, int]
 
     def report(self) -> dict:
-        return {"values": len(self.dead), "inserted": len(self.records),
+        return {"values": len(self.dead),
+                "inserted": sum(1 + len(r.inner) for r in self.records),
                 "max_live_before": self.max_live_before[0],
                 "max_live_after": self.max_live_after[0]}
 
@@ -105,12 +119,13 @@ def cheap(ins) -> bool:
         (base == "mov" and not types)
 
 
-def recompute_function(fn: Function) -> Recomputed | None:
-    """The function with its cheap values recomputed at their uses, or None when nothing
-    qualifies or MaxLive would not stay as low."""
+def recompute_function(fn: Function, chains: bool = True) -> Recomputed | None:
+    """The function with its cheap values recomputed at their uses (with ``chains``, together
+    with operands not live there: :func:`plan`), or None when nothing qualifies or MaxLive
+    would not stay as low."""
     from ..analysis import pressure_of
     with gc_paused():
-        records, dead = plan(fn)
+        records, dead = plan(fn, chains)
         if not records:
             return None
         new = apply_recomputations(fn, records, dead)
@@ -123,8 +138,10 @@ def recompute_function(fn: Function) -> Recomputed | None:
         return Recomputed(new, records, dead, before, after)
 
 
-def plan(fn: Function) -> tuple[list[Recompute], list[int]]:
-    """The recomputations to make and the definitions they leave dead."""
+def plan(fn: Function, chains_allowed: bool = True) -> tuple[list[Recompute], list[int]]:
+    """The recomputations to make and the definitions they leave dead; with
+    ``chains_allowed``, a definition whose operand is not live at a use is recomputed there
+    together with that operand's own definition (module docstring)."""
     cfg = CFG(fn)
     instrs = cfg.instrs
     regs = fn.regs
@@ -144,6 +161,7 @@ def plan(fn: Function) -> tuple[list[Recompute], list[int]]:
         got = isa.async_operands(ins)
         if got is not None:
             in_flight.update(got[0])
+    readers = {u: set(at) for u, at in uses_at.items()}
     define: dict[int, int] = {}          # candidate value -> its defining instruction
     for i, ins in enumerate(instrs):
         if in_flight and any(u in in_flight for u in ins.uses):
@@ -159,6 +177,52 @@ def plan(fn: Function) -> tuple[list[Recompute], list[int]]:
     records = []
     dead = []
     pinned = 0          # operands of recomputed definitions: their own definitions must stay
+
+    def live_at(j: int) -> int:
+        blk = cfg.block_of[j]
+        lb = live_before.get(blk)
+        if lb is None:
+            lb = live_before[blk] = liveness.live_before(blk)
+        return lb[j - cfg.blocks[blk].first]
+
+    def operand_at(u: int, reader: int, j: int, live: int, depth: int, chain: list[int],
+                   extended: list[int]) -> bool:
+        """Whether operand ``u`` of instruction ``reader`` can be had at ``j``: recomputed there
+        too when ``reader`` is its only reader (it then dies), else live there anyway, else
+        recomputed there, else, when ``reader`` is its only reader, read there with its range
+        extended (``extended`` collects it); appends definitions to copy, innermost first."""
+        only = readers[u] == {reader}
+        if only and u in define and depth > 0:
+            trial, trial_ext = list(chain), list(extended)
+            if chain_for(u, j, live, depth, trial, trial_ext):
+                chain[:], extended[:] = trial, trial_ext
+                return True
+        if live >> u & 1:
+            return True
+        if not only and depth > 0:
+            trial, trial_ext = list(chain), list(extended)
+            if chain_for(u, j, live, depth, trial, trial_ext):
+                chain[:], extended[:] = trial, trial_ext
+                return True
+        if only:
+            extended.append(u)
+            return True
+        return False
+
+    def chain_for(u: int, j: int, live: int, depth: int, chain: list[int],
+                  extended: list[int]) -> bool:
+        """Whether candidate ``u`` can be recomputed at ``j`` through at most ``depth``
+        definitions (its own included) from operands had there (:func:`operand_at`)."""
+        k = define.get(u)
+        if k is None or depth == 0 or not available[j] >> u & 1:
+            return False
+        for w in set(instrs[k].uses):
+            if not operand_at(w, k, j, live, depth - 1, chain, extended):
+                return False
+        if k not in chain:
+            chain.append(k)
+        return True
+
     # the latest definitions first: an address is recomputed rather than the offset it reads
     for v, i in sorted(define.items(), key=lambda x: -x[1]):
         if pinned >> v & 1:
@@ -172,25 +236,74 @@ def plan(fn: Function) -> tuple[list[Recompute], list[int]]:
             continue
         if len(sites) == 1 and sites[0] == i + 1 and cfg.block_of[i] == cfg.block_of[i + 1]:
             continue                    # read right after it is made: nothing to shorten
-        ok = True
+        chains: list[tuple[int, ...]] = []
+        extended: list[int] = []        # narrower operands whose range takes over v's
         for j in sites:
-            if not available[j] >> v & 1 or uses_carry(instrs[j]):
-                ok = False
+            if not available[j] >> v & 1 or uses_carry(instrs[j]) or \
+                    not worth_rematerializing(cfg.blocks[cfg.block_of[j]].depth):
                 break
-            blk = cfg.block_of[j]
-            lb = live_before.get(blk)
-            if lb is None:
-                lb = live_before[blk] = liveness.live_before(blk)
-            if lb[j - cfg.blocks[blk].first] & operands != operands or \
-                    not worth_rematerializing(cfg.blocks[blk].depth):
-                ok = False
+            live = live_at(j)
+            chain: list[int] = []
+            if chains_allowed:
+                if not all(operand_at(u, i, j, live, MAX_CHAIN - 1, chain, extended)
+                           for u in set(d.uses)):
+                    break
+            elif live & operands != operands:
                 break
-        if ok:
-            records.extend(Recompute(i, (j,)) for j in sites)
+            chains.append(tuple(chain))
+        else:
+            ext = 0
+            for u in extended:
+                ext |= 1 << u
+            if ext and not _narrower(regs, ext, v):
+                continue
+            operands |= ext
+            for j, chain in zip(sites, chains):
+                records.append(Recompute(i, (j,), chain))
+                for k in chain:
+                    for u in instrs[k].uses:
+                        operands |= 1 << u
             dead.append(i)
             pinned |= operands
     records.sort()
+    dead.extend(_unread_chain_definitions(fn, instrs, records, dead))
     return records, dead
+
+
+def _narrower(regs, extended: int, v: int) -> bool:
+    """Whether the general registers of the bitset ``extended`` together are narrower than
+    ``v``, whose range theirs take over."""
+    if regs.classes[v] not in (RegClass.GPR32, RegClass.GPR64):
+        return False
+    bits = 0
+    u = 0
+    while extended >> u:
+        if extended >> u & 1:
+            if regs.classes[u] not in (RegClass.GPR32, RegClass.GPR64):
+                return False
+            bits += CLASS_BITS[regs.classes[u]]
+        u += 1
+    return bits < CLASS_BITS[regs.classes[v]]
+
+
+def _unread_chain_definitions(fn: Function, instrs, records: list[Recompute],
+                              dead: list[int]) -> list[int]:
+    """The definitions copied into chains that nothing reads once the records are applied (an
+    offset read only by the address now formed at the access): they are left out too."""
+    inner = {k for r in records for k in r.inner} - set(dead)
+    if not inner:
+        return []
+    gone = set(dead)
+    while True:
+        read = 0
+        new = apply_recomputations(fn, records, sorted(gone))
+        for ins in new.instructions():
+            for u in ins.uses:
+                read |= 1 << u
+        unread = {k for k in inner - gone if not read >> instrs[k].defs[0] & 1}
+        if not unread:
+            return sorted(gone - set(dead))
+        gone |= unread
 
 
 def _available_before(cfg: CFG, instrs, define: dict[int, int]) -> dict[int, int]:

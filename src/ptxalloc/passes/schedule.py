@@ -40,6 +40,8 @@ from ..ir.module import Function
 from ..ir.registers import RegClass
 from ..target.units import vreg_shape
 from ..util import gc_paused
+from ..analysis import pressure_of
+from ..analysis.tuples import find_tuples
 
 MIN_SEGMENT = 3     # shorter segments have nothing to gain
 
@@ -101,6 +103,12 @@ def schedule_function(fn: Function) -> Scheduled | None:
             is_pred.append(p)
             weight.append(1 if p else vreg_shape(c, vec).units)
         instrs = cfg.instrs
+        tuples = find_tuples(fn, instrs)
+        spans = {v: (len(regs) + gid, frozenset(m for m, _ in tuples.groups[gid].members))
+                 for v, (gid, _) in tuples.group_of.items()}
+        for gid, g in enumerate(tuples.groups):
+            weight.append(g.units)
+            is_pred.append(False)
         block_of = cfg.block_of
         after_cache: dict[int, list[int]] = {}
         order = list(range(len(instrs)))
@@ -111,7 +119,8 @@ def schedule_function(fn: Function) -> Scheduled | None:
             if after is None:
                 after = after_cache[blk] = liveness.live_after(blk)
             live_out = after[b - 1 - cfg.blocks[blk].first]
-            local = _schedule_segment(instrs[a:b], live_out, weight, is_pred)
+            local = _schedule_segment(instrs[a:b], live_out, weight, is_pred, spans,
+                                      len(regs))
             if local is not None:
                 changed += 1
                 for k, x in enumerate(local):
@@ -119,25 +128,49 @@ def schedule_function(fn: Function) -> Scheduled | None:
                     moved += x != k
         if not changed:
             return None
-        return Scheduled(fn.reordered(order), order, changed, moved)
+        new = fn.reordered(order)
+        before, after = pressure_of(fn), pressure_of(new)
+        if after.max_live > before.max_live or after.max_preds > before.max_preds:
+            return None
+        return Scheduled(new, order, changed, moved)
 
 
 def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
-                      is_pred: list[bool]) -> list[int] | None:
+                      is_pred: list[bool], spans: dict[int, tuple[int, frozenset]],
+                      n_regs: int) -> list[int] | None:
     """The new order of one segment (local indices), or None when it does not lower the
-    segment's pressure."""
+    segment's pressure. ``spans`` maps a member of a tuple group (registers an instruction
+    names as one vector, allocated side by side) to the group's number in ``weight`` and its
+    members: for pressure the group counts as one value of the group's width, live while a
+    member is, ended only by an instruction that defines every member (as
+    :mod:`ptxalloc.analysis.pressure` counts it)."""
     n = len(seg)
-    # local register numbering
+    # local register numbering: dependences between registers, pressure between values
+    # (a register, or the tuple group it belongs to)
     ids: dict[int, int] = {}
+    dep_uses: list[tuple[int, ...]] = []
+    dep_defs: list[tuple[int, ...]] = []
     uses: list[tuple[int, ...]] = []
     defs: list[tuple[int, ...]] = []
     kills: list[tuple[int, ...]] = []
     for ins in seg:
-        u = tuple(ids.setdefault(v, len(ids)) for v in ins.uses)
-        d = tuple(ids.setdefault(v, len(ids)) for v in ins.defs)
-        uses.append(u)
-        defs.append(d)
-        kills.append(d if ins.guard < 0 else ())
+        dep_uses.append(tuple(ids.setdefault(v, len(ids)) for v in ins.uses))
+        dep_defs.append(tuple(ids.setdefault(v, len(ids)) for v in ins.defs))
+        pu = tuple(dict.fromkeys(ids.setdefault(spans[v][0] if v in spans else v, len(ids))
+                                 for v in ins.uses))
+        pd = []
+        pk = []
+        defined = set(ins.defs)
+        for v in ins.defs:
+            span = spans.get(v)
+            x = ids.setdefault(span[0] if span else v, len(ids))
+            if x not in pd:
+                pd.append(x)
+                if ins.guard < 0 and (span is None or span[1] <= defined):
+                    pk.append(x)
+        uses.append(pu)
+        defs.append(tuple(pd))
+        kills.append(tuple(pk))
     nregs = len(ids)
     w = [0] * nregs
     wp = [False] * nregs
@@ -145,7 +178,9 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
     for v, i in ids.items():
         w[i] = weight[v]
         wp[i] = is_pred[v]
-        live0[i] = bool(live_out >> v & 1)
+        if v < n_regs and live_out >> v & 1:     # a register, not a group: live after
+            span = spans.get(v)
+            live0[ids[span[0]] if span else i] = True
     # the dependence graph of the original order
     preds: list[list[int]] = [[] for _ in range(n)]
     nsucc = [0] * n
@@ -160,7 +195,7 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
     need = [0] * n          # Sethi-Ullman number: the registers evaluating j's operands takes
     for j, ins in enumerate(seg):
         producers = set()
-        for u in uses[j]:
+        for u in dep_uses[j]:
             d = last_def.get(u)
             if d is not None:
                 edge(d, j)
@@ -172,15 +207,15 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
             nd = max(nd, held + need[p])
             held += sum(w[d] for d in defs[p])
         need[j] = max(nd, held)
-        for d in defs[j]:
+        for d in dep_defs[j]:
             x = last_def.get(d)
             if x is not None:
                 edge(x, j)
             for r in reads.get(d, ()):
                 edge(r, j)
-        for u in uses[j]:
+        for u in dep_uses[j]:
             reads.setdefault(u, []).append(j)
-        for d in defs[j]:
+        for d in dep_defs[j]:
             last_def[d] = j
             reads[d] = []
         if effect_kind(ins) == ORDERED:

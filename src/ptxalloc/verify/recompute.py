@@ -13,10 +13,11 @@ bodies are walked together:
   speculatable (:func:`ptxalloc.ir.effects.speculatable`: pure, off the carry chain, unguarded,
   and not a warp-synchronous ``.aligned`` instruction such as ``movmatrix``, which every thread
   of the warp must execute together and so may not go to a use under a divergent branch),
-  define that one whole register and read no fresh register, and be the fresh register's only
-  definition; nor
-  may it read a register an asynchronous instruction of the function keeps accessing after it
-  issues (:func:`ptxalloc.ir.isa.async_operands`: a ``wgmma`` A fragment or accumulator, a
+  define that one whole register, and be the fresh register's only definition (it may read
+  fresh registers: a chain ``mul.wide %n1, %idx, 2`` + ``add.s64 %n2, %base, %n1`` recomputes
+  an address together with the offset it reads); nor may it read a register an asynchronous
+  instruction of the function keeps accessing after it issues
+  (:func:`ptxalloc.ir.isa.async_operands`: a ``wgmma`` A fragment or accumulator, a
   ``tcgen05.ld``/``st`` vector), which it could read in flight where the original did not;
 * every other rewritten instruction is the next original one, operand for operand, except that
   a read of an original register ``%v`` (an operand, an address register or the guard) may read
@@ -30,13 +31,18 @@ must-dataflow computes, before every instruction, which register holds which exp
 unguarded pure instruction ``op %x, a, b`` of registers, immediates and fixed symbols with
 ``%x`` not among its operands makes ``%x`` hold ``(op, a, b)``; any definition of a register
 (guarded, partial or not) ends what that register holds and every expression that reads it;
-where paths meet only what holds on all of them survives; nothing holds at entry. A
-substitution of ``%n`` for ``%v`` is valid when, right before the instruction, ``%n`` and ``%v``
-hold the same expression: the two registers were computed by the same pure operation from the
-same, since unchanged, operand values, so they are equal. The original with the inserted
-instructions therefore computes what the original computes (the inserted ones write only fresh
-registers) and reads the same values where the rewritten one reads fresh registers; dropping a
-dead pure instruction, whose results nobody reads, changes nothing else.
+where paths meet only what holds on all of them survives; nothing holds at entry. Two registers
+hold the same value right before an instruction when they are the same register, or both hold
+expressions of the same operation whose operands are the same immediates and symbols and
+registers that, recursively (to :data:`MAX_DEPTH` levels), hold the same value there: each was
+computed from its operands' values, unchanged since, so they are equal. A substitution of
+``%n`` for ``%v`` is valid when ``%n`` and ``%v`` hold the same value right before the
+instruction — ``add %n2, %base, %n1`` after ``mul.wide %n1, %idx, 2`` for ``add %a, %base,
+%off`` after ``mul.wide %off, %idx, 2``, say, when neither ``%off`` nor ``%idx`` changed since.
+The original with the inserted instructions therefore computes what the original computes (the
+inserted ones write only fresh registers) and reads the same values where the rewritten one
+reads fresh registers; dropping a dead pure instruction, whose results nobody reads, changes
+nothing else.
 """
 
 from __future__ import annotations
@@ -190,8 +196,6 @@ def _check_inserted(r: Instruction, n_orig: int, fresh_defs: dict[int, int], whe
         raise VerificationError(f"{where(r)}: an inserted instruction must be a pure, unguarded "
                                 f"computation, not warp-synchronous, that is the only "
                                 f"definition of one fresh register")
-    if any(u >= n_orig for u in r.uses):
-        raise VerificationError(f"{where(r)}: an inserted instruction reads a fresh register")
 
 
 def _substitutions(o: Instruction, r: Instruction, n_orig: int, rregs):
@@ -239,17 +243,25 @@ def _same_statement(o, r) -> bool:
 
 def _prove_substitutions(rewritten: Function, combined: list, checks, where) -> None:
     """The forward must-dataflow of the module docstring over the combined program; every
-    substitution's two registers must hold the same expression."""
+    substitution's two registers must hold the same value."""
     fn = rewritten.copy()
     fn.body = combined
     cfg = CFG(fn)
     exprs = [_expression(ins) for ins in cfg.instrs]
-    # only the registers a substitution names matter; others' expressions are not tracked
+    # only the registers a substitution names, and transitively the operands of what defines
+    # them, matter; others' expressions are not tracked
+    defined_by: dict[int, list] = {}
+    for e in exprs:
+        if e is not None:
+            defined_by.setdefault(e[0], []).append(e)
     wanted: set[int] = set()
-    for subs in checks.values():
-        for a, b in subs:
-            wanted.add(a)
-            wanted.add(b)
+    work = [x for subs in checks.values() for pair in subs for x in pair]
+    while work:
+        x = work.pop()
+        if x not in wanted:
+            wanted.add(x)
+            for e in defined_by.get(x, ()):
+                work.extend(e[2])
     readers: dict[int, set[int]] = {}        # register -> tracked registers whose expression reads it
     for e in exprs:
         if e is not None and e[0] in wanted:
@@ -305,11 +317,35 @@ def _prove_substitutions(rewritten: Function, combined: list, checks, where) -> 
             subs = checks.get(id(ins))
             if subs:
                 for a, f in subs:
-                    held = st.get(f)
-                    if held is None or st.get(a) != held:
+                    if not _same_value(a, f, st, MAX_DEPTH):
                         raise VerificationError(
                             f"{where(ins)}: reads {rewritten.regs.names[f]} in place of "
                             f"{rewritten.regs.names[a]}, but the two do not hold the same "
                             f"computation on every path here (an operand or the value is "
                             f"redefined, or the definition does not reach)")
             step(ins, exprs[b.first + k], st)
+
+
+#: How deep :func:`_same_value` follows operands (a recomputed chain is at most this long).
+MAX_DEPTH = 4
+
+
+def _same_value(a: int, b: int, state: dict, depth: int) -> bool:
+    """Whether registers ``a`` and ``b`` hold the same value here: the same register, or both
+    hold the same operation of operands that hold the same values (to ``depth`` levels)."""
+    if a == b:
+        return True
+    x, y = state.get(a), state.get(b)
+    if x is None or y is None or depth == 0:
+        return False
+    if x == y:
+        return True
+    kx, ky = x[0], y[0]
+    if len(kx) != len(ky) or kx[0] != ky[0]:
+        return False
+    for p, q in zip(kx[1:], ky[1:]):
+        if p == q:
+            continue
+        if p[0] != "r" or q[0] != "r" or not _same_value(p[1], q[1], state, depth - 1):
+            return False
+    return True
