@@ -95,23 +95,16 @@ def _busy_units(cfg: CFG, start: dict[int, int], shapes: dict[int, Shape],
     """Per instruction id, the general-register units occupied there: by the registers live
     after it, those it defines, and what a call destroys."""
     mask_of = {v: shapes[v].mask(s) for v, s in start.items() if shapes[v].file == GPR}
-    live_out = Liveness(cfg).live_out
+    liveness = Liveness(cfg)
     busy = [0] * len(cfg.instrs)
     for b in cfg.blocks:
-        live = live_out[b.id]
-        for k in range(len(b.instrs) - 1, -1, -1):
-            ins = b.instrs[k]
+        for k, (ins, live) in enumerate(zip(b.instrs, liveness.live_after(b.id))):
             units = clobbers.get(id(ins), 0)
             for v in bits(live):
                 units |= mask_of.get(v, 0)
             for d in ins.defs:
                 units |= mask_of.get(d, 0)
             busy[b.first + k] = units
-            if ins.guard < 0:
-                for d in ins.defs:
-                    live &= ~(1 << d)
-            for u in ins.uses:
-                live |= 1 << u
     return busy
 
 
