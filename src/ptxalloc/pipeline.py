@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from .alloc.driver import FunctionResult, Options, allocate_function
 from .alloc.output import (hoist_lines, mark_prepass, neutral, promote_lines,
                            schedule_lines)
-from .analysis import pressure_of
 from .analysis.sources import source_files
 from .errors import AllocationError, InternalError, UsageError
 from .ir.instruction import Raw
@@ -176,21 +175,19 @@ def allocate_module(module: Module, registers: int | str | None = None,
     files = source_files(module)
     for original in fns:
         fn, marks = pre_passes(original, options, decls)
+        # MaxLive is reported of the function as written (what analyze reports); the passes'
+        # output is what max_live_legalized measures
+        written = original if fn is not original else None
         limit = budgets[fn.name]
         if registers == "auto":
             budget = auto_budget(fn, sm, options.knobs, limit, options.occupancy_target)
-            res = allocate_function(fn, sm, budget.registers, options, decls)
+            res = allocate_function(fn, sm, budget.registers, options, decls, written)
             res.extra["budget_from"] = f"--registers auto (seed 004), below {limit.source}"
             res.extra["budget_reason"] = budget.reason
             res.notes.insert(0, f"budget {budget.reason}")
         else:
-            res = allocate_function(fn, sm, limit.registers, options, decls)
+            res = allocate_function(fn, sm, limit.registers, options, decls, written)
             res.extra["budget_from"] = limit.source
-        if fn is not original:
-            # MaxLive is the function as written (what analyze reports); the passes' output
-            # is what max_live_legalized measures
-            written = pressure_of(original)
-            res.max_live, res.max_live_predicates = written.max_live, written.max_preds
         for key, lines, report in marks:
             mark_prepass(res.function, key, lines)
             res.extra[key] = report

@@ -181,6 +181,7 @@ class Allocation:
     relief_precolored: dict[int, int] = field(default_factory=dict)   # see :func:`_spill`
     shared_block: tuple[int, str] | None = None    # --spill-to shared: threads, their source
     own_shared: int = 0                 # --spill-to shared: the function's own .shared bytes
+    written: Function | None = None     # the user's function when ``original`` is pre-passed
     uniform: UniformPlacement | None = None   # values in UR/UP (also in ``pinned``)
     analysis: FunctionAnalysis | None = None
     problem: Problem | None = None
@@ -205,14 +206,19 @@ class _Clock:
 
 def allocate_function(fn: Function, sm: SMProfile, budget: int,
                       options: Options | None = None,
-                      module_decls: list[str] | None = None) -> FunctionResult:
+                      module_decls: list[str] | None = None,
+                      written: Function | None = None) -> FunctionResult:
     """Allocate one function to ``budget`` registers; ``module_decls`` are the module-level
-    declaration texts (for the sizes of ``.param`` symbols declared there)."""
+    declaration texts (for the sizes of ``.param`` symbols declared there). ``written`` is the
+    function as the user wrote it when ``fn`` is the pre-passes' output
+    (:func:`ptxalloc.pipeline.pre_passes`): the reported MaxLive is of it."""
     options = options or Options()
     allocator = _allocator(options.allocator)
     with gc_paused():
         clock = _Clock()
         a = _prepare(fn, sm, budget, options, allocator, module_decls or [])
+        if written is not None:
+            a.written = written
         clock.lap("legalize")
         while not _round(a, allocator, clock):
             pass
@@ -362,8 +368,8 @@ def _analyse(a: Allocation) -> dict:
         if a.options.stats:
             a.result.extra["graph"] = analysis.graph.statistics().as_dict()
         a.result.max_live, a.result.max_live_predicates = (
-            _max_live_as_written(a.original)
-            if len(work.regs) != len(a.original.regs) or a.in_flight or a.uniform
+            _max_live_as_written(a.written or a.original)
+            if a.written or len(work.regs) != len(a.original.regs) or a.in_flight or a.uniform
             else (analysis.pressure.max_live, analysis.pressure.max_preds))
     if info.active:
         convention.cost_factors(analysis, a.conv, info)
