@@ -391,3 +391,28 @@ def test_spill_explanations_count_r_pressure_only():
     whys = [v["why"] for v in f.extra["spills"]["values"]]
     pressures = [int(m.group(1)) for w in whys for m in [re.search(r"pressure (\d+)", w)] if m]
     assert pressures and max(pressures) <= 15 < f.max_live_legalized
+
+
+def test_checker_refutes_uniform_registers_under_the_calling_convention():
+    # a kernel with a call is under the convention: the allocator keeps it in R and P, and a
+    # hand-edited output that puts the kernel's parameter in a uniform register across the call
+    # is refused (the convention saves R registers only; the callee may change UR)
+    text = (".version 8.0\n.target sm_80\n.address_size 64\n\n"
+            ".func (.param .b32 r) g(.param .b32 a)\n{\n\t.reg .b32 %r<3>;\n"
+            "\tld.param.b32 %r1, [a];\n\tadd.s32 %r2, %r1, 1;\n\tst.param.b32 [r], %r2;\n"
+            "\tret;\n}\n\n"
+            ".visible .entry k(.param .u32 k_n, .param .u64 k_p)\n{\n"
+            "\t.reg .b32 %r<5>;\n\t.reg .b64 %rd<2>;\n"
+            "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, %tid.x;\n"
+            "\t{\n\t.param .b32 pa;\n\t.param .b32 pr;\n\tst.param.b32 [pa], %r2;\n"
+            "\tcall.uni (pr), g, (pa);\n\tld.param.b32 %r3, [pr];\n\t}\n"
+            "\tadd.s32 %r4, %r3, %r1;\n\tld.param.u64 %rd1, [k_p];\n"
+            "\tst.global.u32 [%rd1], %r4;\n\tret;\n}\n")
+    res = allocated(text)
+    assert "%UR" not in res.ptx and "%UP" not in res.ptx
+    kernel_ptx = res.ptx[res.ptx.index(".entry k"):]
+    n = re.search(r"ld\.param\.u32\s+(%R\d+), \[k_n\]", kernel_ptx).group(1)
+    head, body = res.ptx.split(".visible .entry k", 1)
+    edited = head + ".visible .entry k" + rename(body, n, "%UR40")
+    refute(text, edited, r"%UR40 is a uniform register, but the kernel 'k' is under the "
+                         r"calling convention")

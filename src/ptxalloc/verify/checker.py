@@ -101,7 +101,7 @@ class FunctionChecker:
         proof = FunctionProof(self.orig.name, self.orig.kind, h.allocator, h.budget, h.arch)
         matched = Matcher(self.orig, self.alloc, h, self.module_decls, self.locs,
                           self.msgs).match()
-        check_uniform(self.alloc, h.stem, h.arch)
+        check_uniform(self.alloc, h.stem, h.arch, h.abi)
         live = liveness(matched.cfg, matched.events, len(self.orig.regs), matched.in_params)
         proof.instructions = matched.instructions
         proof.inserted = matched.inserted

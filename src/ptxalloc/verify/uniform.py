@@ -22,6 +22,12 @@ conservative rule. Every instruction that writes a uniform register must:
   divergent branch controls the blocks reachable from it before its immediate
   post-dominator, which this module finds for itself.
 
+A function under the calling convention (the header's ``abi=1``: a ``.func``, or a function
+with a ``call``) has no uniform register at all: the convention (seed 003; SPEC) saves and
+passes R registers only, so nothing says a callee leaves a caller's uniform registers intact,
+and a ``.func`` cannot know that its caller's warp is converged. The allocator never places a
+uniform register there; this rule is what makes that safe to prove.
+
 The class limits (UR0-UR62, UP0-UP6, pairs even-aligned) are the name decoder's
 (:mod:`.locations`).
 """
@@ -88,9 +94,10 @@ def _postdominators(blocks: Blocks) -> list[int]:
 class UniformCheck:
     """The rule of the module docstring on one allocated function."""
 
-    def __init__(self, fn: Function, stem: str, arch: str):
+    def __init__(self, fn: Function, stem: str, arch: str, abi: bool = False):
         self.fn = fn
         self.arch = arch
+        self.abi = abi
         pat = re.compile(r"%" + re.escape(stem) + r"(?:URD|UR|UP)\d+$")
         self.uniform = {v for v, name in enumerate(fn.regs.names) if pat.match(name)}
         self.what = ("kernel" if fn.is_entry else "function") + f" '{fn.name}'"
@@ -109,6 +116,8 @@ class UniformCheck:
             c = ins.copy_with(list(ins.ops))
             isa.classify(c, fn.regs)
             roles.append(c)
+        if self.abi:
+            self._refuse_under_convention(instrs, roles)
         blocks = Blocks(fn.body, fn.branch_targets, fn.name)
         block_of = [b for b in range(blocks.n) for _ in range(blocks.count[b])]
         controlled = self._controlled(blocks, instrs, roles)
@@ -127,6 +136,19 @@ class UniformCheck:
             reason = self._why_not(c)
             if reason:
                 raise self.fail(ins, f"{name} is a uniform register but {reason}")
+
+    def _refuse_under_convention(self, instrs: list[Instruction],
+                                 roles: list[Instruction]) -> None:
+        """Refute the function: it has uniform registers under the calling convention."""
+        first = next(((ins, u) for ins, c in zip(instrs, roles)
+                      for u in (*c.defs, *c.uses, c.guard) if u in self.uniform), None)
+        name = self.fn.regs.names[first[1] if first else min(self.uniform)]
+        reason = (f"{name} is a uniform register, but the {self.what} is under the calling "
+                  f"convention (abi=1), which saves and passes R registers only: a call may "
+                  f"change a uniform register, and a .func's caller need not be converged")
+        if first is None:
+            raise VerificationError(f"{self.what}: {reason}")
+        raise self.fail(first[0], reason)
 
     def _controlled(self, blocks: Blocks, instrs: list[Instruction],
                     roles: list[Instruction]) -> set[int]:
@@ -207,7 +229,8 @@ class UniformCheck:
         return None
 
 
-def check_uniform(fn: Function, stem: str, arch: str) -> None:
+def check_uniform(fn: Function, stem: str, arch: str, abi: bool = False) -> None:
     """Refute (VerificationError) an allocated function whose uniform registers may hold
-    values that are not uniform (the module docstring)."""
-    UniformCheck(fn, stem, arch).run()
+    values that are not uniform, or that has uniform registers under the calling convention
+    (``abi``; the module docstring)."""
+    UniformCheck(fn, stem, arch, abi).run()
