@@ -140,6 +140,36 @@ def test_block_size_option_and_the_error_without_it(capsys, tmp_path):
     assert main(["verify", str(path), str(tmp_path / "o.ptx")]) == 0
 
 
+def test_the_block_size_becomes_a_launch_bound_the_checker_requires(tmp_path):
+    # --block-size is the user's word: the output makes it a .maxntid, so a launch with more
+    # threads than the area has frames fails; the checker refuses the area without it, a
+    # changed bound, and a bound the allocation adds that is not a .maxntid
+    text = kernel(bounds="")
+    res = allocate_shared(text, block=96)
+    assert re.search(r"\.entry k\(.*\)\n\.maxntid 96, 1, 1\n\{", res.ptx, re.S)
+    assembles(res.ptx)
+    orig, good = tmp_path / "k.ptx", tmp_path / "good.ptx"
+    orig.write_text(text)
+    good.write_text(res.ptx)
+    assert len(list(verify_files(str(orig), str(good)))) == 1
+    for bad_bound, pattern in (("", "needs a launch bound"),
+                               (".maxntid 192, 1, 1\n", "holds 96 threads' frames but the "
+                                                         "launch bound allows 192"),
+                               (".reqntid 96, 1, 1\n", "may add a .maxntid .* not a .reqntid")):
+        bad = tmp_path / "bad.ptx"
+        bad.write_text(res.ptx.replace(".maxntid 96, 1, 1\n", bad_bound))
+        with pytest.raises(VerificationError, match=pattern):
+            list(verify_files(str(orig), str(bad)))
+    # a kernel with its own bound keeps it as it is
+    bounded = allocate_shared(kernel(bounds=".maxntid 64, 1, 1"))
+    assert bounded.ptx.count(".maxntid") == 1
+    orig.write_text(kernel(bounds=".maxntid 64, 1, 1"))
+    bad = tmp_path / "bad.ptx"
+    bad.write_text(bounded.ptx.replace(".maxntid 64, 1, 1", ".maxntid 32, 1, 1"))
+    with pytest.raises(VerificationError, match="differs from the original's .maxntid 64"):
+        list(verify_files(str(orig), str(bad)))
+
+
 def test_functions_under_the_calling_convention_are_refused():
     calls = (DATA / "calls_sm80.ptx").read_text()
     with pytest.raises(AllocationError, match="Smem spilling should not be enabled when "

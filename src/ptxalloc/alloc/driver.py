@@ -629,6 +629,8 @@ def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], ste
     elif frame:
         array_decl = f".local .align 16 .b8 {state.array}[{frame}];"
     out = work.copy()
+    if array_decl is not None and state.shared:
+        shared.bound_launches(out, threads)
     out.body = output.build_body(work, header, output.declarations(used_names, stem),
                                  array_decl, removed_copies)
     result.function = out

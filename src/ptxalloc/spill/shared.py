@@ -17,7 +17,10 @@ the slots are laid out: the sequence carries a placeholder until :func:`set_fram
 
 The threads per block come from ``.reqntid``, else ``.maxntid`` (the linear index stays below
 the product of its dimensions), else ``--block-size N`` (the user's word for
-a kernel without launch bounds); with none, the function is refused with an error naming it.
+a kernel without launch bounds), which the output then makes a launch bound of its own:
+``.maxntid N, 1, 1`` is added to the function's header (:func:`bound_launches`), so a launch
+with more threads than the area has frames fails instead of sharing frames; with none, the
+function is refused with an error naming it.
 So is any function the calling convention applies to (a ``.func``, a kernel that calls), with
 the seed's reason: "Smem spilling should not be enabled when functions use abi" — a callee's
 frame would have to be addressed from its caller's.
@@ -70,6 +73,16 @@ def block_threads(fn: Function, block_size: int | None) -> tuple[int, str, bool]
     raise AllocationError(f"function '{fn.name}': --spill-to shared needs the threads per "
                           f"block: the function has no .reqntid or .maxntid; give "
                           f"--block-size N")
+
+
+def bound_launches(fn: Function, threads: int) -> None:
+    """Add ``.maxntid threads, 1, 1`` to the allocated ``fn``'s header when it has no launch
+    bound (the area was sized for ``--block-size``): the driver then refuses a launch of more
+    threads than the area holds frames for."""
+    if fn.directives.get("reqntid") or fn.directives.get("maxntid"):
+        return
+    fn.header += f"\n.maxntid {threads}, 1, 1"
+    fn.directives = dict(fn.directives, maxntid=[threads, 1, 1])
 
 
 def array_name(fn: Function, module_decls: list[str]) -> str:

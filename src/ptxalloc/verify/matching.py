@@ -414,8 +414,8 @@ class Matcher:
                 if type(s) is Raw and s.kind == DIRECTIVE):
             raise VerificationError(f"{self.where_fn()}: the shared spill area '{self.spill}' "
                                     f"has a name the original module or function uses")
-        one_dim = check_area(self.where_fn(), self.orig.directives, decl, self.spill,
-                             self.frame, self.block)
+        one_dim = check_area(self.where_fn(), self.orig.directives, self.alloc.directives,
+                             decl, self.spill, self.frame, self.block)
         return BaseRun(self.spill, self.frame, one_dim)
 
     def _sbase(self, a: Instruction, idx: int) -> Event:
