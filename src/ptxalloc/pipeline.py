@@ -21,6 +21,7 @@ from .alloc.driver import FunctionResult, Options, allocate_function
 from .alloc.output import (hoist_lines, mark_prepass, neutral, promote_lines,
                            schedule_lines)
 from .analysis.sources import source_files
+from .analysis.static_shared import own_static_shared
 from .errors import AllocationError, InternalError, UsageError
 from .ir.instruction import Raw
 from .ir.module import Function, Module
@@ -193,7 +194,7 @@ def allocate_module(module: Module, registers: int | str | None = None,
             res.extra[key] = report
             res.notes.append(pre_pass_note(key, report))
         res.extra["spills"] = explain_spills(fn, res, sm, files)
-        res.extra["occupancy"] = _occupancy(sm, res, fn)
+        res.extra["occupancy"] = _occupancy(sm, res, fn, decls)
         res.text = emit_function(res.function, res.names.__getitem__)
         texts[fn.name] = res.text
         results.append(res)
@@ -217,14 +218,16 @@ def allocate_module(module: Module, registers: int | str | None = None,
     return ModuleResult(text, results, sm, module.filename)
 
 
-def _occupancy(sm: SMProfile, res: FunctionResult, fn) -> dict:
-    """The occupancy of an allocated function at its launch bound's block size (else 256); with
-    a shared spill area, at that area's block size and counting its bytes with the function's
-    own static ``.shared`` (the area's ``occupancy_without`` is the same registers and the
-    function's own shared memory without the area: what spilling to shared costs)."""
+def _occupancy(sm: SMProfile, res: FunctionResult, fn, decls: list[str]) -> dict:
+    """The occupancy of an allocated function at its launch bound's block size (else 256),
+    counting the function's own static ``.shared``; with a shared spill area, at that area's
+    block size and counting its bytes too (the area's ``occupancy_without`` is the same
+    registers and the function's own shared memory without the area: what spilling to shared
+    costs)."""
     area = res.extra.get("shared_spill")
     if area is None:
-        return occupancy(sm, res.registers, block_size(fn.directives)).as_dict()
+        return occupancy(sm, res.registers, block_size(fn.directives),
+                         own_static_shared(fn, decls)).as_dict()
     own = area.get("own_bytes", 0)
     area["occupancy_without"] = occupancy(sm, res.registers, area["block_size"],
                                           own).as_dict()

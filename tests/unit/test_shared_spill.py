@@ -383,3 +383,22 @@ def test_smem_and_occupancy_count_the_users_shared_memory(tmp_path, capsys):
     if ptxas.available():
         got = ptxas.assemble((tmp_path / "o.ptx").read_text(), "sm_80")
         assert got.ok and f"{m.group(1)} bytes smem" in got.output
+
+
+def test_occupancy_counts_the_kernels_own_shared_memory_without_a_spill_area():
+    """Spilling to local memory, the report's occupancy still counts the kernel's static
+    .shared: 40,000 bytes (41,024 with the 1 KB reservation) let 4 blocks of 64 threads share
+    sm_80's 164 KB, 8 warps of 64 (12.5 %), limited by shared memory — not the 32 blocks the
+    registers and block limits would allow. A module-scope array counts when the kernel names
+    it, not otherwise."""
+    t = kernel(".maxntid 64, 1, 1", extra_decl=".shared .align 4 .b8 buf[40000];")
+    used = t.replace("\tst.global.f32 [%rd1], ", "\tst.shared.u32 [buf+4], %r1;\n"
+                     "\tst.global.f32 [%rd1], ", 1)
+    (f,) = allocate_module(parse(used), 32).functions
+    assert "shared_spill" not in f.extra
+    occ = f.extra["occupancy"]
+    assert (occ["blocks_per_sm"], occ["limiter"], occ["occupancy"]) == (4, "shared memory",
+                                                                         0.125)
+    (f,) = allocate_module(parse(t), 32).functions
+    assert f.extra["occupancy"]["limiter"] != "shared memory"
+    assert f.extra["occupancy"]["blocks_per_sm"] == 32

@@ -44,6 +44,7 @@ from typing import Callable
 from ..analysis import FunctionAnalysis, analyze_function, pressure_of
 from ..analysis.calls import is_call
 from ..analysis.need import check_feasible, pinned_registers
+from ..analysis.static_shared import own_static_shared
 from ..errors import AllocationError
 from ..ir.build import stored, width_bytes
 from ..ir.cfg import CFG
@@ -263,7 +264,7 @@ def _prepare(fn: Function, sm: SMProfile, budget: int, options: Options, allocat
     shared_block = None
     own_shared = 0
     if options.spill_to == "shared":
-        own_shared = shared.own_static_shared(fn, module_decls)
+        own_shared = own_static_shared(fn, module_decls)
         shared.check_allowed(fn)
         threads, source, one_dim = shared.block_threads(fn, options.block_size)
         shared_block = (threads, source)

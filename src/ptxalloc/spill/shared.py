@@ -154,34 +154,6 @@ def declaration(array: str, frame: int, threads: int) -> str:
     return f".shared .align 16 .b8 {array}[{frame * threads}];"
 
 
-_SHARED_DECL = re.compile(r"\.shared\s+(?:\.align\s+\d+\s+)?(?:\.v(\d)\s+)?\.[a-z]+(\d+)\s+"
-                          r"([\w$%.]+)((?:\s*\[\s*\d+\s*\])*)\s*[;=]")
-
-
-def own_static_shared(fn: Function, module_decls: list[str]) -> int:
-    """The bytes of static ``.shared`` memory the function declares itself or names from the
-    module (``extern`` dynamic arrays take none): a lower bound of what ptxas counts, without
-    the padding alignment may add between variables."""
-    used = " ".join(ins.render(str) for ins in fn.instructions())
-    total = 0
-    own = [s.text for s in fn.body if type(s) is Raw and s.kind == DIRECTIVE]
-    for text, mine in [(t, True) for t in own] + [(t, False) for t in module_decls]:
-        text = " ".join(text.split())
-        if text.startswith(("extern", ".extern")):
-            continue
-        m = _SHARED_DECL.match(text.replace(".visible ", "").replace(".weak ", ""))
-        if m is None:
-            continue
-        if not mine and not re.search(r"(?<![\w$%.])" + re.escape(m.group(3)) + r"(?![\w$])",
-                                      used):
-            continue
-        size = int(m.group(2)) // 8 * int(m.group(1) or 1)
-        for n in re.findall(r"\d+", m.group(4)):
-            size *= int(n)
-        total += size
-    return total
-
-
 def check_size(fn: Function, frame: int, threads: int, own: int = 0) -> None:
     """The spill area, with the function's ``own`` static shared bytes, fits the static shared
     memory one block may declare."""
