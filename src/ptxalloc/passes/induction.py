@@ -39,7 +39,6 @@ induction` proves the rewritten function equivalent to the original on its own (
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..analysis.liveness import Liveness
@@ -82,12 +81,13 @@ def induction_function(fn: Function) -> Induced | None:
         return Induced(apply_families(fn, families), families)
 
 
-def worth_it(fn: Function, induced: Induced, after: Callable[[Function], Function]) -> bool:
-    """Whether the rewrite lowers MaxLive once ``after`` (the passes that follow) has run on
-    both ``fn`` and the rewritten function; records both figures in ``induced``."""
+def worth_it(induced: Induced, without: Function, with_it: Function) -> bool:
+    """Whether MaxLive of ``with_it`` (the rewritten function through the passes that follow)
+    is below that of ``without`` (the function through them without the rewrite), with no more
+    predicates; records both figures in ``induced``."""
     from ..analysis import pressure_of
-    old = pressure_of(after(fn))
-    new = pressure_of(after(induced.function))
+    old = pressure_of(without)
+    new = pressure_of(with_it)
     induced.max_live_before = (old.max_live, old.max_preds)
     induced.max_live_after = (new.max_live, new.max_preds)
     return new.max_live < old.max_live and new.max_preds <= old.max_preds
