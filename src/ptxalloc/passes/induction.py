@@ -10,31 +10,36 @@ This pass does the PTX half of that: in a natural loop with a preheader
 (:func:`ptxalloc.passes.hoist.preheader`) a *family* is a set of at least two registers
 ``%p_i`` (whole scalar 64-bit registers) such that
 
+* each ``%p_i`` is entered by one definition outside the loop, ``add.s64 %p_i, B, O_i``, with
+  one *base* B for the family, still holding at the end of the preheader on every path (the
+  forward availability of :mod:`ptxalloc.passes.recompute`);
 * every write of ``%p_i`` in the loop is one advance ``add.s64 %p_i, %p_i, S`` (unguarded),
   with the same loop-invariant stride S for the whole family (a register the loop never writes,
-  or an immediate);
+  or an immediate), and the loop never writes O_i;
 * the advances lie in one block, and no instruction between the first and the last reads or
   writes a member (nothing sees a family half advanced);
 * no member is live into a block the loop exits to (the members' values after the loop are
-  never read), and none is a register an asynchronous instruction keeps accessing
-  (:func:`ptxalloc.ir.isa.async_operands`).
+  never read), and no member or offset is a register an asynchronous instruction keeps
+  accessing (:func:`ptxalloc.ir.isa.async_operands`).
 
 The family is then rewritten (:func:`ptxalloc.ir.induction.apply_families`): one fresh counter
-``%q`` set to 0 at the end of the preheader, ``add.s64 %q, %q, S`` where the family advanced,
-the advances left out, and each read of ``%p_i`` in the loop reads ``%t = %p_i + %q`` formed
-right before it. Each ``%p_i`` now keeps its entry value across the loop, which is the value
-its definition before the loop computes: the recomputation pass after this one
-(:mod:`ptxalloc.passes.recompute`, with chains) can then form it at the use from the registers
-live there (Triton's ``base + mad.wide(%idx, 2, %off)``), a 32-bit index kept where a 64-bit
-pointer was. On its own the rewrite only adds ``%q``; it pays through recomputation, so
-:func:`worth_it` keeps it only when MaxLive after the passes that follow is lower with it than
-without it (registers, and no more predicates).
+``%q`` set to B at the end of the preheader, ``add.s64 %q, %q, S`` where the family advanced,
+the advances left out, each read of ``%p_i`` in the loop reads ``%t = %q + O_i`` formed right
+before it, and an entry definition nothing reads any more is left out. The loop then keeps one
+counter and the offsets where it kept 2n registers of pointers, and the recomputation pass after
+this one (:mod:`ptxalloc.passes.recompute`, with chains) forms each offset at the use from a
+32-bit index (Triton's ``mul.wide.s32 %off, %idx, 2``) — ptxas's base plus a 32-bit index per
+element. A counter from 0 with reads ``%p_i + %q`` would leave every ``%p_i`` live across the
+loop, its base not being live there (docs/decisions.md). On its own the rewrite adds the
+counter; it pays through recomputation, so :func:`worth_it` keeps it only when MaxLive after
+the passes that follow is lower with it than without it (registers, and no more predicates).
 
-One family per loop (the largest), loops whose blocks are disjoint (an inner loop's family
-rules out its outer loop's). The decisions are :class:`~ptxalloc.ir.induction.Family`
-records, carried in the allocated function's ``//@induction`` lines; :mod:`ptxalloc.verify.
-induction` proves the rewritten function equivalent to the original on its own (docs/checker.md,
-"Induction-variable allocations"). Switch: the knob ``induction`` (1 on, 0 off).
+Several families per loop (one per base and stride, members disjoint, largest first), loops
+whose blocks are disjoint (an inner loop's family rules out its outer loop's). The decisions are
+:class:`~ptxalloc.ir.induction.Family` records, carried in the allocated function's
+``//@induction`` lines; :mod:`ptxalloc.verify.induction` proves the rewritten function
+equivalent to the original on its own (docs/checker.md, "Induction-variable allocations").
+Switch: the knob ``induction`` (1 on, 0 off; off by default: docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -72,8 +77,8 @@ class Induced:
 
 
 def induction_function(fn: Function) -> Induced | None:
-    """``fn`` with one family per loop rewritten as an induction variable (module docstring),
-    or None when no loop has a family."""
+    """``fn`` with the families of its loops rewritten as induction variables (module
+    docstring), or None when no loop has one."""
     with gc_paused():
         families = find_families(fn)
         if not families:
