@@ -79,8 +79,10 @@ def pre_passes(original: Function, options: Options,
                module_decls: list[str] = ()) -> tuple[Function, list[tuple]]:
     """The function the allocator is given: ``original`` through the pre-passes the knobs
     switch on, in seed 004's order — ``hoist`` (:mod:`ptxalloc.passes.hoist`), ``promote``
-    (:mod:`ptxalloc.passes.promote`) — then ``recompute`` (:mod:`ptxalloc.passes.recompute`)
-    and ``schedule`` (:mod:`ptxalloc.passes.schedule`), each one's output the next one's input —
+    (:mod:`ptxalloc.passes.promote`) — then ``induction`` (:mod:`ptxalloc.passes.induction`,
+    kept only when MaxLive after ``recompute`` is lower with it), ``recompute``
+    (:mod:`ptxalloc.passes.recompute`) and ``schedule`` (:mod:`ptxalloc.passes.schedule`), each
+    one's output the next one's input —
     and, per pass that changed something, (knob, its record's ``//@`` lines, its report),
     which :func:`~ptxalloc.alloc.output.mark_prepass` writes into the output for the checker
     to replay."""
@@ -100,13 +102,21 @@ def pre_passes(original: Function, options: Options,
         if promoted:
             fn = promoted.function
             marks.append(("promote", promote_lines(promoted.arrays), promoted.report()))
-    if knobs["recompute"]:
-        from .passes.recompute import recompute_function
-        recomputed = recompute_function(fn, chains=knobs["recompute"] >= 2)
-        if recomputed:
-            fn = recomputed.function
-            marks.append(("recompute", record_lines(recomputed.records, recomputed.dead),
-                          recomputed.report()))
+    recomputed = _recomputed(fn, knobs["recompute"])
+    if knobs["induction"]:
+        from .passes.induction import induction_function, worth_it
+        induced = induction_function(fn)
+        if induced:
+            both = _recomputed(induced.function, knobs["recompute"])
+            if worth_it(induced, recomputed.function if recomputed else fn,
+                        both.function if both else induced.function):
+                fn, recomputed = induced.function, both
+                marks.append(("induction", [f.line() for f in induced.families],
+                              induced.report()))
+    if recomputed:
+        fn = recomputed.function
+        marks.append(("recompute", record_lines(recomputed.records, recomputed.dead),
+                      recomputed.report()))
     if knobs["schedule"]:
         from .passes.schedule import schedule_function
         scheduled = schedule_function(fn)
@@ -114,6 +124,15 @@ def pre_passes(original: Function, options: Options,
             fn = scheduled.function
             marks.append(("schedule", schedule_lines(scheduled.order), scheduled.report()))
     return fn, marks
+
+
+def _recomputed(fn: Function, level: int):
+    """:func:`ptxalloc.passes.recompute.recompute_function` at the knob's ``level`` (2: with
+    chains), or None when it is off or changes nothing."""
+    if not level:
+        return None
+    from .passes.recompute import recompute_function
+    return recompute_function(fn, chains=level >= 2)
 
 
 def pre_pass_note(key: str, report: dict) -> str:
@@ -124,6 +143,10 @@ def pre_pass_note(key: str, report: dict) -> str:
     if key == "promote":
         return (f"promoted {report['arrays']} .local arrays ({report['local_bytes']} bytes, "
                 f"{report['accesses']} loads and stores) to {report['slots']} registers")
+    if key == "induction":
+        return (f"rewrote {report['families']} loop-carried pointer families "
+                f"({report['pointers']} pointers) as induction variables: MaxLive after "
+                f"recomputation {report['max_live_before']} -> {report['max_live_after']}")
     if key == "recompute":
         return (f"recomputed {report['values']} values at their uses ({report['inserted']} "
                 f"instructions inserted): MaxLive {report['max_live_before']} -> "

@@ -24,6 +24,7 @@ schedule                                      -         0  ptxalloc's own: 1 = s
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
 recompute                                     -         1  ptxalloc's own: recompute at the use
+induction                                     -         0  ptxalloc's own: pointer families as a counter
 SpillEvict                                    -         1  briggs: a failed node evicts cheaper ones
 SpillUncoalesced                              -         1  briggs: keep the uncoalesced coloring if cheaper
 ========================================  =====  ========  =====================================
@@ -35,7 +36,8 @@ it switches ptxalloc's pressure-aware scheduling before allocation
 two pre-passes of seed 004's pipeline, HoistInvariants (:mod:`ptxalloc.passes.hoist`) and
 ConvertMemoryToRegisterOrUniform (:mod:`ptxalloc.passes.promote`), likewise for every allocator;
 ``recompute`` its recomputation of cheap values, addresses and predicates at their uses
-(:mod:`ptxalloc.passes.recompute`). ``SpillEvict`` and ``SpillUncoalesced`` are second chances
+(:mod:`ptxalloc.passes.recompute`), ``induction`` its rewriting of loop-carried pointer families
+as one induction variable (:mod:`ptxalloc.passes.induction`). ``SpillEvict`` and ``SpillUncoalesced`` are second chances
 for briggs's spill choice after select (:mod:`ptxalloc.alloc.choice`; docs/decisions.md,
 "Second chances for the spill choice"); 0 gives the seeds' Briggs coloring exactly.
 
@@ -139,6 +141,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "before allocation (passes/recompute.py), 2 = also with the definitions of operands "
          "not live there (chains up to three deep; a 32-bit index kept for a 64-bit offset), "
          "0 = off", maximum=2, scope="all"),
+    Knob("induction", None, 0, True, 0,
+         "ptxalloc's own: 1 = loop-carried families of 64-bit pointers advanced by one stride "
+         "rewritten as one counter plus each pointer's offset before recomputation, kept when "
+         "MaxLive falls (passes/induction.py), 0 = off", maximum=1, scope="all"),
     Knob("SpillEvict", None, 1, True, 0,
          "1: after the first round's select, a node left without a register takes the placement of colored "
          "neighbours that cost less to spill than it (alloc/choice.py), 0 = the seeds' select",

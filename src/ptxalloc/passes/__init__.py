@@ -17,7 +17,12 @@ pipeline order (:func:`ptxalloc.alloc.driver.allocate_function` calls them).
    offsets to registers), off by default (``--knob hoist=1``, ``--knob promote=1``), run by
    :func:`ptxalloc.pipeline.pre_passes` before the schedule, in that order, and validated by
    :mod:`ptxalloc.verify.hoist` and :mod:`ptxalloc.verify.promote`.
-7. :mod:`recompute` — cheap values, addresses and predicates recomputed right before their uses
+7. :mod:`induction` — loop-carried families of 64-bit pointers advanced by one stride rewritten
+   as one counter plus each pointer's offset (issue 13; off by default, ``--knob induction=1``),
+   run by :func:`ptxalloc.pipeline.pre_passes` after hoist and promote, right before
+   recompute, kept when MaxLive after recompute falls, and validated by
+   :mod:`ptxalloc.verify.induction`.
+8. :mod:`recompute` — cheap values, addresses and predicates recomputed right before their uses
    (seed 002 "Rematerialization"; on by default, ``--knob recompute=0``), run by
    :func:`ptxalloc.pipeline.pre_passes` after them and before the schedule and proven by
    :mod:`ptxalloc.verify.recompute` (available expressions).

@@ -38,6 +38,7 @@ from .locations import CLASS_BITS, CLASS_FAMILY, CLASS_UNIFORM_FAMILY, Locations
 from .messages import Messages, first_diff
 from .placements import Placements
 from .hoist import HOIST
+from ..ir.induction import INDUCTION
 from .promote import PROMOTE
 from ..ir.recompute import DEAD, RECOMPUTE
 from .schedule import SCHEDULE
@@ -79,7 +80,8 @@ class Matcher:
         # the record lines of the pre-passes the header names (checker.py replays them)
         self.pass_lines = tuple(prefix + " " for prefix, on in (
             (SCHEDULE, header.scheduled), (HOIST, header.hoisted), (PROMOTE, header.promoted),
-            (RECOMPUTE, header.recomputed), (DEAD, header.recomputed)) if on)
+            (RECOMPUTE, header.recomputed), (DEAD, header.recomputed),
+            (INDUCTION, header.induced)) if on)
         self.locs = locs
         self.msgs = msgs
         self.fail_at = msgs.fail_at
