@@ -70,7 +70,9 @@ def test_registers_equal_max_live_on_straight_line_code(text):
     res = allocate(text, registers=255)
     fr = res.functions[0]
     assert fr.spilled_values == 0
-    assert fr.registers == fr.max_live
+    # the lower bound is MaxLive of the code colored: the schedule (on by default) lowers it
+    assert fr.max_live_legalized <= fr.max_live
+    assert fr.registers == fr.max_live_legalized
     assert fr.extra["registers_optimal"] is True
     assert fr.verified is True
 
@@ -144,7 +146,10 @@ def test_compaction_on_never_uses_more_registers_than_off(name):
 def test_small_hand_files_reach_max_live_at_k255(name):
     res = allocate((DATA / name).read_text(), registers=255, verify=False)
     for fr in res.functions:
-        assert fr.registers == fr.max_live, (fr.name, fr.registers, fr.max_live)
+        # MaxLive of the code colored, which the schedule (on by default) can lower
+        assert fr.max_live_legalized <= fr.max_live
+        assert fr.registers == fr.max_live_legalized, (fr.name, fr.registers,
+                                                       fr.max_live_legalized)
 
 
 # -- the exact search, on random graphs against brute force ---------------------------------

@@ -104,7 +104,8 @@ def test_validator_refuses_a_recomputed_load():
 
 
 def test_validator_accepts_the_pass_and_refuses_a_tampered_record(tmp_path, capsys):
-    res = allocate(LOOP.read_text(), 255, filename=str(LOOP))
+    # the recomputation's records alone (the schedule after it: test_recompute_then_schedule_...)
+    res = allocate(LOOP.read_text(), 255, knobs={"schedule": 0}, filename=str(LOOP))
     f = res.functions[0]
     assert f.verified and f.extra["recompute"]["values"] == 2
     assert re.search(r"//@ptxalloc .* recompute=1\n\t//@recompute 5>9 6>11\n\t//@dead 5 6\n",
