@@ -99,19 +99,36 @@ def pre_passes(original: Function, options: Options,
         if promoted:
             fn = promoted.function
             marks.append(("promote", promote_lines(promoted.arrays), promoted.report()))
+    choices = [None]
     if knobs["recompute"]:
-        from .passes.recompute import recompute_function
-        recomputed = recompute_function(fn, chains=knobs["recompute"] >= 2)
-        if recomputed:
-            fn = recomputed.function
-            marks.append(("recompute", record_lines(recomputed.records, recomputed.dead),
-                          recomputed.report()))
-    if knobs["schedule"]:
-        from .passes.schedule import schedule_function
-        scheduled = schedule_function(fn)
-        if scheduled:
-            fn = scheduled.function
-            marks.append(("schedule", schedule_lines(scheduled.order), scheduled.report()))
+        from .passes.recompute import recompute_choices
+        choices = recompute_choices(fn, chains=knobs["recompute"] >= 2)
+    # each recomputation with the schedule after it; of several (predicates traded for their
+    # operands' ranges or not), the one whose result needs fewest registers
+    best = None
+    for recomputed in choices:
+        start = recomputed.function if recomputed else fn
+        scheduled = None
+        if knobs["schedule"]:
+            from .passes.schedule import schedule_function
+            scheduled = schedule_function(start)
+        if len(choices) > 1:
+            from .analysis import pressure_of
+            from .passes.recompute import registers_needed
+            p = pressure_of(scheduled.function if scheduled else start)
+            need = registers_needed((p.max_live, p.max_preds))
+        else:
+            need = 0
+        if best is None or need < best[0]:
+            best = (need, recomputed, scheduled)
+    _, recomputed, scheduled = best
+    if recomputed:
+        fn = recomputed.function
+        marks.append(("recompute", record_lines(recomputed.records, recomputed.dead),
+                      recomputed.report()))
+    if scheduled:
+        fn = scheduled.function
+        marks.append(("schedule", schedule_lines(scheduled.order), scheduled.report()))
     return fn, marks
 
 

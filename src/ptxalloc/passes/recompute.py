@@ -135,29 +135,41 @@ def cheap(ins) -> bool:
 def recompute_function(fn: Function, chains: bool = True) -> Recomputed | None:
     """The function with its cheap values recomputed at their uses (with ``chains``, together
     with operands not live there: :func:`plan`), or None when nothing qualifies or MaxLive
-    would not stay as low."""
+    would not stay as low: of :func:`recompute_choices`, the one needing fewest registers."""
+    best = None
+    for got in recompute_choices(fn, chains):
+        if got is not None and (best is None or registers_needed(got.max_live_after)
+                                < registers_needed(best.max_live_after)):
+            best = got
+    return best
+
+
+def recompute_choices(fn: Function, chains: bool = True) -> list[Recomputed | None]:
+    """The recomputations worth choosing between, each None when nothing qualifies or MaxLive
+    would not stay as low: the plan of :func:`plan`, and, with ``chains`` when more predicates
+    are live at once than P0-P6 hold, also the plan that trades predicates for the ranges of
+    their 32-bit operands. Which one needs fewer registers can depend on what follows (the
+    schedule sinks loads to the ``setp`` they feed only when the ``setp`` stays where it is):
+    :func:`ptxalloc.pipeline.pre_passes` chooses after scheduling each."""
     from ..analysis import pressure_of
     with gc_paused():
         old_p = pressure_of(fn)
         before = (old_p.max_live, old_p.max_preds)
-        best = None
-        # with more predicates live than P0-P6 hold, also the plan that trades them for the
-        # ranges of their 32-bit operands; the one needing fewer registers in all is kept
-        for trade in (False, True) if old_p.max_preds > PRED_REGS else (False,):
+        out: list[Recomputed | None] = []
+        for trade in (False, True) if chains and old_p.max_preds > PRED_REGS else (False,):
             records, dead = plan(fn, chains, trade)
-            if not records:
-                continue
-            new = apply_recomputations(fn, records, dead)
-            new_p = pressure_of(new)
-            after = (new_p.max_live, new_p.max_preds)
-            if after[0] > before[0] or after[1] > before[1]:
-                continue
-            if best is None or _registers_needed(after) < _registers_needed(best.max_live_after):
-                best = Recomputed(new, records, dead, before, after)
-        return best
+            got = None
+            if records:
+                new = apply_recomputations(fn, records, dead)
+                new_p = pressure_of(new)
+                after = (new_p.max_live, new_p.max_preds)
+                if after[0] <= before[0] and after[1] <= before[1]:
+                    got = Recomputed(new, records, dead, before, after)
+            out.append(got)
+        return out
 
 
-def _registers_needed(max_live: tuple[int, int]) -> int:
+def registers_needed(max_live: tuple[int, int]) -> int:
     """General registers a function with MaxLive (general, predicates) needs: the predicates
     beyond P0-P6 spill into general registers."""
     return max_live[0] + max(0, max_live[1] - PRED_REGS)
