@@ -79,7 +79,9 @@ def pre_passes(original: Function, options: Options,
     """The function the allocator is given: ``original`` through the pre-passes the knobs
     switch on, in seed 004's order — ``hoist`` (:mod:`ptxalloc.passes.hoist`), ``promote``
     (:mod:`ptxalloc.passes.promote`) — then ``recompute`` (:mod:`ptxalloc.passes.recompute`)
-    and ``schedule`` (:mod:`ptxalloc.passes.schedule`), each one's output the next one's input —
+    and ``schedule`` (:mod:`ptxalloc.passes.schedule`), each one's output the next one's input
+    (where the recomputation offers two plans, predicates traded for their operands' ranges or
+    not, each is scheduled and the one needing fewest registers kept) —
     and, per pass that changed something, (knob, its record's ``//@`` lines, its report),
     which :func:`~ptxalloc.alloc.output.mark_prepass` writes into the output for the checker
     to replay."""

@@ -31,7 +31,7 @@ at its uses when
 * for a predicate (a ``setp``, or ``and``/``or``/``xor``/``not.pred`` of predicates) when the
   function keeps more predicates live at once than P0-P6 hold, a second plan also reads its
   32-bit operands at the use with their ranges extended (Triton's matmul keeps 33 predicates
-  live from ``setp``s before its stores; ptxas issues ``ISETP`` right before each guarded
+  live from ``setp``s before its epilogue's barrier to the stores they guard; ptxas issues ``ISETP`` right before each guarded
   access and never keeps more than 7): a predicate beyond the file would spill into a general
   register anyway. Of the plans with and without this trade the one needing fewer registers
   in all (general MaxLive plus the predicates beyond the file) is kept;
@@ -318,12 +318,13 @@ def _narrower(regs, extended: int, v: int, trade_predicates: bool = False) -> bo
     (more predicates live at once than P0-P6), 32-bit registers are: a predicate beyond the
     file would take a general register anyway, spilled there by ``selp`` and reloaded by
     ``setp`` (ptxas's ``ISETP`` right before the guarded access), and the operands are often
-    shared (a bound every ``setp`` reads); :func:`recompute_function` keeps the plan only
-    when it needs fewer registers in all than the plan without the trade."""
+    shared (a bound every ``setp`` reads); :func:`recompute_function` (and, after scheduling,
+    :func:`ptxalloc.pipeline.pre_passes`) keeps the plan only when it needs fewer registers in
+    all than the plan without the trade."""
     if regs.classes[v] == RegClass.PRED:
         return trade_predicates and all(regs.classes[u] == RegClass.GPR32
-                                           for u in range(extended.bit_length())
-                                           if extended >> u & 1)
+                                        for u in range(extended.bit_length())
+                                        if extended >> u & 1)
     if regs.classes[v] not in (RegClass.GPR32, RegClass.GPR64):
         return False
     bits = 0
