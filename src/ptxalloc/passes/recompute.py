@@ -156,8 +156,12 @@ def recompute_choices(fn: Function, chains: bool = True) -> list[Recomputed | No
         old_p = pressure_of(fn)
         before = (old_p.max_live, old_p.max_preds)
         out: list[Recomputed | None] = []
+        first = None
         for trade in (False, True) if chains and old_p.max_preds > PRED_REGS else (False,):
             records, dead = plan(fn, chains, trade)
+            if trade and (records, dead) == first:
+                break           # the trade changes nothing: one choice
+            first = records, dead
             got = None
             if records:
                 new = apply_recomputations(fn, records, dead)
