@@ -527,7 +527,8 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     from .analysis import analyze_function
     from .errors import AllocationError
     from .files import STDIO, check_paths, write_output
-    from .pipeline import allocate_module
+    from .ir.instruction import Raw
+    from .pipeline import allocate_module, pre_passes
     from .report.dot_graph import interference_dot
     from .target.sm import profile_for_module
 
@@ -536,15 +537,18 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     module = _load(args)
     fn = _select(module, args.function)[0]
     sm = profile_for_module(None, module)
+    options = Options(allocator=args.allocator)
     try:
         result = allocate_module(module, budget, args.allocator, function=fn.name,
-                                 verify=not args.no_verify,
-                                 options=Options(allocator=args.allocator)).functions[0]
+                                 verify=not args.no_verify, options=options).functions[0]
     except AllocationError as e:
         print(f"ptxalloc: warning: {e}; the graph is drawn unallocated", file=sys.stderr)
         result = None
+    # the graph of the function the allocator colored: after the passes before allocation
+    # (recomputation adds registers, the schedule changes which values overlap)
+    drawn = pre_passes(fn, options, [it.text for it in module.items if type(it) is Raw])[0]
     write_output(args.output or STDIO,
-                 interference_dot(fn, analyze_function(fn, sm).graph, result))
+                 interference_dot(drawn, analyze_function(drawn, sm).graph, result))
     return 0
 
 

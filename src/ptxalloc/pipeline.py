@@ -82,7 +82,9 @@ def pre_passes(original: Function, options: Options,
     (:mod:`ptxalloc.passes.promote`) — then ``induction`` (:mod:`ptxalloc.passes.induction`,
     kept only when MaxLive after ``recompute`` is lower with it), ``recompute``
     (:mod:`ptxalloc.passes.recompute`) and ``schedule`` (:mod:`ptxalloc.passes.schedule`), each
-    one's output the next one's input —
+    one's output the next one's input (where the recomputation offers two plans, predicates
+    traded for their operands' ranges or not, each is scheduled and the one needing fewest
+    registers kept) —
     and, per pass that changed something, (knob, its record's ``//@`` lines, its report),
     which :func:`~ptxalloc.alloc.output.mark_prepass` writes into the output for the checker
     to replay."""
@@ -102,27 +104,47 @@ def pre_passes(original: Function, options: Options,
         if promoted:
             fn = promoted.function
             marks.append(("promote", promote_lines(promoted.arrays), promoted.report()))
-    recomputed = _recomputed(fn, knobs["recompute"])
     if knobs["induction"]:
         from .passes.induction import induction_function, worth_it
         induced = induction_function(fn)
         if induced:
+            recomputed = _recomputed(fn, knobs["recompute"])
             both = _recomputed(induced.function, knobs["recompute"])
             if worth_it(induced, recomputed.function if recomputed else fn,
                         both.function if both else induced.function):
-                fn, recomputed = induced.function, both
+                fn = induced.function
                 marks.append(("induction", [f.line() for f in induced.families],
                               induced.report()))
+    choices = [None]
+    if knobs["recompute"]:
+        from .passes.recompute import recompute_choices
+        choices = recompute_choices(fn, chains=knobs["recompute"] >= 2)
+    # each recomputation with the schedule after it; of several (predicates traded for their
+    # operands' ranges or not), the one whose result needs fewest registers
+    best = None
+    for recomputed in choices:
+        start = recomputed.function if recomputed else fn
+        scheduled = None
+        if knobs["schedule"]:
+            from .passes.schedule import schedule_function
+            scheduled = schedule_function(start)
+        if len(choices) > 1:
+            from .analysis import pressure_of
+            from .passes.recompute import registers_needed
+            p = pressure_of(scheduled.function if scheduled else start)
+            need = registers_needed((p.max_live, p.max_preds))
+        else:
+            need = 0
+        if best is None or need < best[0]:
+            best = (need, recomputed, scheduled)
+    _, recomputed, scheduled = best
     if recomputed:
         fn = recomputed.function
         marks.append(("recompute", record_lines(recomputed.records, recomputed.dead),
                       recomputed.report()))
-    if knobs["schedule"]:
-        from .passes.schedule import schedule_function
-        scheduled = schedule_function(fn)
-        if scheduled:
-            fn = scheduled.function
-            marks.append(("schedule", schedule_lines(scheduled.order), scheduled.report()))
+    if scheduled:
+        fn = scheduled.function
+        marks.append(("schedule", schedule_lines(scheduled.order), scheduled.report()))
     return fn, marks
 
 

@@ -337,7 +337,9 @@ def test_weighted_degrees_stay_exact_through_merges(name, k, monkeypatch):
         assert not wrong, (wrong[:5], [(p.wdeg[n], p.weighted_degree(n)) for n in wrong[:5]])
         return got
     monkeypatch.setattr(driver, "coalesce", checked)
-    allocate_module(parse((DATA / f"{name}.ptx").read_text()), k, verify=False)
+    # in the order written: at K = 24 the scheduled vectors files leave coalescing no merge
+    allocate_module(parse((DATA / f"{name}.ptx").read_text()), k, verify=False,
+                    options=Options(knobs={"schedule": 0}))
     assert sum(merges) > 0
 
 

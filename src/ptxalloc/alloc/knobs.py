@@ -20,7 +20,7 @@ SpillDeadStores                               -         1  remove stores no relo
 SpillSplitRegions                             -         1  one reload serves a block's run of uses
 SpillSplitLoops                               -         1  one reload before a loop serves its uses
 SpillSlotsToRegisters                         -         1  a slot with a register free: copies
-schedule                                      -         0  ptxalloc's own: 1 = schedule first
+schedule                                      -         1  ptxalloc's own: 1 = schedule first
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
 recompute                                     -         1  ptxalloc's own: recompute at the use
@@ -125,7 +125,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("SpillSlotsToRegisters", None, 1, True, 0,
          "1: after allocation, a spill slot whose whole live range has a register free "
          "becomes copies to and from that register (spill/promote.py)", maximum=1, scope="all"),
-    Knob("schedule", None, 0, True, 0,
+    Knob("schedule", None, 1, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 0 = off", maximum=1, scope="all"),
     Knob("hoist", None, 0, True, 0,

@@ -9,9 +9,10 @@ pipeline order (:func:`ptxalloc.alloc.driver.allocate_function` calls them).
    the ``wgmma`` registers in flight exceed the budget (PTX ISA 9.7.15.7.3).
 4. :mod:`asynchrony` — every instruction made to read the registers of asynchronous tensor
    instructions in flight before it (PTX ISA 9.7.15.7.3, 9.7.16.8).
-5. :mod:`schedule` — register-pressure-aware list scheduling within blocks, off by default
-   (seed 002 "Instruction Scheduling Interaction"; ``--knob schedule=1``), run by :func:`ptxalloc.pipeline.allocate_module` before the others and
-   validated by :mod:`ptxalloc.verify.schedule` (a dependence-respecting permutation).
+5. :mod:`schedule` — register-pressure-aware list scheduling within blocks, on by default
+   (seed 002 "Instruction Scheduling Interaction"; ``--knob schedule=0`` switches it off), run
+   by :func:`ptxalloc.pipeline.pre_passes` last, after the recomputation, and validated by
+   :mod:`ptxalloc.verify.schedule` (a dependence-respecting permutation).
 6. :mod:`hoist` and :mod:`promote` — seed 004's HoistInvariants (loop invariants to the loop's
    preheader) and ConvertMemoryToRegisterOrUniform (``.local`` arrays accessed at constant
    offsets to registers), off by default (``--knob hoist=1``, ``--knob promote=1``), run by
