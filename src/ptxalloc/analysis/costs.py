@@ -50,9 +50,15 @@ def spill_costs(cfg: CFG, liveness: Liveness, mem_latency: float,
                 remat: dict[int, float] | None = None,
                 no_spill: set[int] | frozenset[int] = frozenset()) -> list[float]:
     """Spill cost of every virtual register of the function."""
+    return costs_from_terms(cfg.fn, cost_terms(cfg, liveness), mem_latency, remat, no_spill)
+
+
+def cost_terms(cfg: CFG, liveness: Liveness) -> tuple[list[float], list[float], list[float]]:
+    """Per register, the terms of the formula that depend on the function alone: definition
+    frequency, use frequency and the average loop multiplier. Costs under other ``remat``
+    inputs (``analyze`` wants them with and without rematerialization) reuse them."""
     fn = cfg.fn
     n = len(fn.regs)
-    classes = fn.regs.classes
     def_freq = [0.0] * n
     use_freq = [0.0] * n
     loop_sum = [0.0] * n
@@ -72,14 +78,24 @@ def spill_costs(cfg: CFG, liveness: Liveness, mem_latency: float,
             for v in bits(mention):
                 loop_sum[v] += w
                 freq_sum[v] += f
-    costs = [0.0] * n
-    for v in range(n):
-        mult = loop_sum[v] / freq_sum[v] if freq_sum[v] > 0.0 else 1.0
+    mult = [loop_sum[v] / freq_sum[v] if freq_sum[v] > 0.0 else 1.0 for v in range(n)]
+    return def_freq, use_freq, mult
+
+
+def costs_from_terms(fn, terms: tuple[list[float], list[float], list[float]],
+                     mem_latency: float, remat: dict[int, float] | None = None,
+                     no_spill: set[int] | frozenset[int] = frozenset()) -> list[float]:
+    """The spill cost of every register of ``fn`` from its :func:`cost_terms`."""
+    def_freq, use_freq, mults = terms
+    classes = fn.regs.classes
+    vec = fn.regs.vec
+    costs = [0.0] * len(def_freq)
+    for v, mult in enumerate(mults):
         if remat is not None and v in remat:
             c = use_freq[v] * remat[v] * mult
         else:
             c = def_freq[v] * use_freq[v] * mem_latency * mult
-        if classes[v] in (RegClass.GPR64, RegClass.B128) or fn.regs.vec[v] > 1:
+        if classes[v] in (RegClass.GPR64, RegClass.B128) or vec[v] > 1:
             c *= WIDE_FACTOR
         costs[v] = min(max(c, 0.0), MAX_COST)
     for v in no_spill:

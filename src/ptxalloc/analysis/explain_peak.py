@@ -24,7 +24,7 @@ from ..ir.registers import RegClass
 from ..spill.remat import COMPUTE_COST, remat_candidates
 from ..target.occupancy import occupancy
 from ..util import bits
-from .costs import spill_costs
+from .costs import costs_from_terms
 from .sources import format_source, source_of
 
 
@@ -33,8 +33,8 @@ def remat_and_costs(a) -> tuple[dict, list[float]]:
     of every register when those are rematerialized instead of spilled. :func:`peak_values`
     and :func:`what_to_change` share one (a register's cost depends on its own entry only)."""
     remat = remat_candidates(a.fn, a.cfg.instrs)
-    costs = spill_costs(a.cfg, a.liveness, a.mem_latency,
-                        {v: COMPUTE_COST for v in remat}) if remat else a.costs
+    costs = costs_from_terms(a.fn, a.cost_terms, a.mem_latency,
+                             {v: COMPUTE_COST for v in remat}) if remat else a.costs
     return remat, costs
 
 
@@ -157,8 +157,13 @@ def what_to_change(a, sm, block: int, block_from: str, max_picks: int = 32,
     excess: list[int] = []
     masks: list[int] = []
     limit = 2 * target
-    for b in cfg.blocks:
-        for k, after in enumerate(a.liveness.live_after(b.id)):
+    # only the blocks holding such an instruction need their live sets (few do: the next step
+    # is just below MaxLive)
+    above = [i for i, g in enumerate(p.gpr) if int(round(2 * g)) > limit]
+    block_of = cfg.block_of
+    for bid in sorted({block_of[i] for i in above}):
+        b = cfg.blocks[bid]
+        for k, after in enumerate(a.liveness.live_after(bid)):
             i = b.first + k
             units = int(round(2 * p.gpr[i]))
             if units > limit:

@@ -233,7 +233,10 @@ class _FunctionParser:
         self.names: dict[str, list] = {}
         self.scopes: list[list[tuple[str, list | None]]] = [[]]
         self.reg_cache: list[Reg] = []
-        self.constants: dict[str, Imm | Sym] = {}       # immediates and symbols by text
+        # immediates, symbols and plain addresses ([%rd1+8]) by text, one shared object per
+        # text; an address depends on what its register names mean, so a declaration or a
+        # scope's end empties it (rare after a body's first lines)
+        self.constants: dict[str, Imm | Sym | Mem] = {}
         self.symbols = symbols
         self.roles = src.roles
         self.unresolved: list[tuple[str, int]] = []
@@ -263,6 +266,8 @@ class _FunctionParser:
             self.scopes[-1].append((name, self.names.get(name)))
         self.names[name] = [ptype, rclass, vec, line, -1]
         self.scope_names[-1].add(name)
+        if self.constants:
+            self.constants.clear()              # a cached address may name ``name``
 
     def redeclared(self, name: str, line: int, pos: int) -> None:
         """Warn when ``name``, already declared, was declared in the current scope (ptxas:
@@ -323,6 +328,7 @@ class _FunctionParser:
         names = self.names
         self.scope_names.pop()
         self.scope_stack.pop()
+        self.constants.clear()                  # cached addresses may name what ends here
         for name, prev in reversed(self.scopes.pop()):
             if prev is None:
                 del names[name]
@@ -351,8 +357,9 @@ class _FunctionParser:
         if got is not None:
             return got
         op = self._operand(tok, pos)
-        if type(op) is Imm or type(op) is Sym:
-            self.constants[tok] = op            # immutable: share one object per text
+        t = type(op)
+        if t is Imm or t is Sym or (t is Mem and not op.rest):
+            self.constants[tok] = op            # never changed in place: share one per text
         return op
 
     def _operand(self, tok: str, pos: int):
@@ -591,6 +598,8 @@ class _FunctionParser:
                                 scopes[-1].append((name, names.get(name)))
                             names[name] = [words[1], rclass, 0, line, -1]
                             self.scope_names[-1].add(name)
+                            if self.constants:
+                                self.constants.clear()
                             body.append(Raw(REG_DECL, s + ";", line))
                             pos = nl + 1
                             line += 1
