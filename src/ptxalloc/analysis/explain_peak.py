@@ -202,7 +202,8 @@ def what_to_change(a, sm, block: int, block_from: str, max_picks: int = 32,
     heap = [h for h in heap if h[0] < 0]
     heapq.heapify(heap)
     picks = []
-    while heap and any(e > 0 for e in excess) and len(picks) < max_picks:
+    short = sum(1 for e in excess if e > 0)     # instructions still above the target
+    while heap and short and len(picks) < max_picks:
         score, v, stamp = heapq.heappop(heap)
         if stamp != len(picks):
             gain = gain_of(v)
@@ -213,6 +214,8 @@ def what_to_change(a, sm, block: int, block_from: str, max_picks: int = 32,
         for j in rows[v]:
             if excess[j] > 0:
                 excess[j] -= w
+                if excess[j] <= 0:
+                    short -= 1
         picks.append({"name": regs.names[v], "registers": w / 2,
                       "action": "rematerialize" if v in remat else "spill",
                       "cost": round(candidates.pop(v), 3)})
@@ -220,5 +223,5 @@ def what_to_change(a, sm, block: int, block_from: str, max_picks: int = 32,
                         "occupancy": step.as_dict()}
     out["candidates"] = picks
     out["candidates_cost"] = round(sum(x["cost"] for x in picks), 3)
-    out["enough"] = not any(e > 0 for e in excess)
+    out["enough"] = not short
     return out
