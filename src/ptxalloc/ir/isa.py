@@ -236,7 +236,7 @@ def classify(instr: Instruction, regs: RegTable) -> None:
     """Give every operand of ``instr`` its role and derive ``defs``/``uses``/``is_copy``."""
     ops = instr.ops
     opc = instr.opcode
-    base, known, may_define = _opcode_facts(opc)
+    base, known, may_define = _OPCODES.get(opc) or _opcode_facts(opc)
     if not known:
         instr.known = False
         instr.set_roles(tuple(USEDEF if type(op) is not Mem else USE for op in ops))
