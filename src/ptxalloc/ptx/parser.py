@@ -272,18 +272,24 @@ class _FunctionParser:
 
     # -- declarations --
 
-    def declare(self, name: str, ptype: str, vec: int, line: int, pos: int) -> None:
+    def declare(self, declared: list[str], ptype: str, vec: int, line: int, pos: int) -> None:
+        """Declare the registers named in ``declared``, all of type ``ptype`` (a range
+        ``%r<1000>`` is a thousand names declared at once: most are never referenced)."""
         rclass = class_of_type(ptype)
         if rclass is None:
             raise self.src.error(f"'{ptype}' is not a register type", pos, ptype)
-        if name in self.names:
-            self.redeclared(name, line, pos)
+        names = self.names
+        if not names.keys().isdisjoint(declared):
+            for name in declared:
+                if name in names:
+                    self.redeclared(name, line, pos)
         if len(self.scopes) > 1:                # the function's own scope is never undone
-            self.scopes[-1].append((name, self.names.get(name)))
-        self.names[name] = [ptype, rclass, vec, line, -1]
-        self.scope_names[-1].add(name)
+            self.scopes[-1].extend([(name, names.get(name)) for name in declared])
+        for name in declared:
+            names[name] = [ptype, rclass, vec, line, -1]
+        self.scope_names[-1].update(declared)
         if self.constants:
-            self.constants.clear()              # a cached address may name ``name``
+            self.constants.clear()              # a cached address may name what is declared
 
     def redeclared(self, name: str, line: int, pos: int) -> None:
         """Warn when ``name``, already declared, was declared in the current scope (ptxas:
@@ -326,11 +332,8 @@ class _FunctionParser:
             if nm is None:
                 raise self.src.error(f"bad register name '{part.strip()}'", pos, part.strip())
             name, count = nm.group(1), nm.group(2)
-            if count is None:
-                self.declare(name, ptype, vec, line, pos)
-            else:
-                for k in range(int(count)):
-                    self.declare(f"{name}{k}", ptype, vec, line, pos)
+            self.declare([name] if count is None else [f"{name}{k}" for k in range(int(count))],
+                         ptype, vec, line, pos)
 
     def push_scope(self) -> None:
         self.scopes.append([])
@@ -936,7 +939,12 @@ def _find_header_end(src: _Source, pos: int) -> tuple[int, str]:
     i = pos
     n = len(text)
     seen_kind = False
+    stop = _HEADER_STOP.search
     while i < n:
+        m = stop(text, i)                   # every other character is skipped
+        if m is None:
+            break
+        i = m.start()
         ch = text[i]
         if ch == '"' or ch == "/":
             j = _skip_string_or_comment(src, i)
@@ -968,6 +976,7 @@ def _find_header_end(src: _Source, pos: int) -> tuple[int, str]:
     raise src.error("function header without body or ';'", pos)
 
 
+_HEADER_STOP = re.compile(r'["/;(){.]')    # the characters _find_header_end looks at
 _AFTER_SEMI = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S)
 
 
@@ -1021,7 +1030,7 @@ def _parse_function(src: _Source, start: int, symbols: set[str]) -> tuple[Functi
     for p in returns + params:
         symbols.add(p.name)
         if p.space == "reg":
-            fp.declare(p.name, p.ptype, p.vec, line, start)
+            fp.declare([p.name], p.ptype, p.vec, line, start)
             p.vid = fp.materialize(p.name, fp.names[p.name])
     end = fp.parse_body(hend + 1)
     fp.check_unresolved()
