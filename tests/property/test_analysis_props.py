@@ -219,6 +219,28 @@ def test_interference_graph_symmetric_irreflexive(prog):
     assert st_.moves == sum(1 for ins in cfg.instrs if ins.is_copy)
 
 
+@settings(max_examples=60, deadline=None)
+@given(prog=programs(), pick=st.integers(min_value=0))
+def test_live_lengths_count_the_instructions_each_value_is_live_at(prog, pick):
+    """``analyze``'s live length of a value, counted per live segment, is the number of
+    instructions it is live after or defined by, counted instruction by instruction."""
+    from ptxalloc.analysis.explain_peak import live_lengths
+
+    fn = parse(prog.text(), "random.ptx").functions[0]
+    cfg = CFG(fn)
+    lv = Liveness(cfg)
+    want = pick & ((1 << len(fn.regs)) - 1)
+    expected = dict.fromkeys(bits(want), 0)
+    for b in cfg.blocks:
+        for ins, after in zip(b.instrs, lv.live_after(b.id)):
+            here = after
+            for d in ins.defs:
+                here |= 1 << d
+            for v in bits(here & want):
+                expected[v] += 1
+    assert live_lengths(cfg, lv, want) == expected
+
+
 # --- (b) MaxLive and cliques on straight-line code ---------------------------------------------
 
 

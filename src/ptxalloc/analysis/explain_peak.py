@@ -51,21 +51,7 @@ def peak_values(a, files: dict[int, str], shared: tuple | None = None) -> list[d
     want = 0
     for v in live:
         want |= 1 << v
-    length = dict.fromkeys(live, 0)
-    # how many instructions hold each distinct set of the peak's values (few distinct sets:
-    # live ranges change slowly), then each set's values counted once per set
-    times: dict[int, int] = {}
-    for b in cfg.blocks:
-        for k, after in enumerate(a.liveness.live_after(b.id)):
-            ins = b.instrs[k]
-            here = after & want
-            for d in ins.defs:
-                if want >> d & 1:
-                    here |= 1 << d
-            times[here] = times.get(here, 0) + 1
-    for here, count in times.items():
-        for v in bits(here):
-            length[v] += count
+    length = live_lengths(cfg, a.liveness, want)
     defs: dict[int, list[int]] = {v: [] for v in live}
     next_use: dict[int, int | None] = dict.fromkeys(live)
     last_use: dict[int, int] = dict.fromkeys(live, -1)
@@ -101,6 +87,43 @@ def peak_values(a, files: dict[int, str], shared: tuple | None = None) -> list[d
         out.append(row)
     out.sort(key=lambda r: (r["defined_lines"][:1] or [-1])[0])
     return out
+
+
+def live_lengths(cfg, liveness, want: int) -> dict[int, int]:
+    """For each register of the bitset ``want``, how many instructions it is live after or
+    defined by. Counted per live segment (the instructions of one block from a definition or
+    the block's start to the next use or the block's end), not instruction by instruction: a
+    segment adds its length, a value live through a block the block's length, a definition
+    nothing reads its one instruction."""
+    length = dict.fromkeys(bits(want), 0)
+    for b in cfg.blocks:
+        instrs = b.instrs
+        m = len(instrs)
+        if not m:
+            continue
+        live = liveness.live_out[b.id] & want
+        top: dict[int, int] = {}        # value -> last instruction of its open segment
+        touched = 0                     # values whose segment is not the whole block
+        for i in range(m - 1, -1, -1):
+            ins = instrs[i]
+            for d in ins.defs:
+                if want >> d & 1:
+                    if not live >> d & 1:
+                        length[d] += 1          # defined, never read after
+                    elif ins.guard < 0:         # the segment starts here
+                        length[d] += top.pop(d, m - 1) - i + 1
+                        touched |= 1 << d
+                        live &= ~(1 << d)
+            for u in ins.uses:
+                if want >> u & 1 and not live >> u & 1:
+                    live |= 1 << u
+                    top[u] = i - 1
+                    touched |= 1 << u
+        for v, t in top.items():
+            length[v] += t + 1
+        for v in bits(live & ~touched):
+            length[v] += m
+    return length
 
 
 def group_by_source(values: list[dict]) -> list[dict]:

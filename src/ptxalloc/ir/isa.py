@@ -300,8 +300,7 @@ def tuple_operands(instr: Instruction, regs: RegTable | None = None) -> list[tup
     ``regs`` gives each member's size; without it every member counts as one 32-bit register
     (then a ``.v2.f64`` pair gets alignment 2, not the 4 it needs): pass it.
     """
-    opc = instr.opcode
-    base = opc.split(".", 1)[0]
+    base = instr.base
     if base in _MEMORY_TUPLES:
         cap = 0
         candidates: list = []
