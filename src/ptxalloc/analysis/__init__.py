@@ -60,12 +60,11 @@ class FunctionAnalysis:
         """The spill cost of each register (computed on first use)."""
         if self._costs is None:
             remat, no_spill = self._cost_inputs
-            self._costs = costs_from_terms(self.fn, self.cost_terms, self.mem_latency, remat,
-                                           no_spill)
+            self._costs = costs_from_terms(self.cost_terms, self.mem_latency, remat, no_spill)
         return self._costs
 
     @property
-    def cost_terms(self) -> tuple[list[float], list[float], list[float]]:
+    def cost_terms(self) -> tuple[list[float], ...]:
         """The terms of the spill-cost formula that depend on the function alone
         (:func:`ptxalloc.analysis.costs.cost_terms`), computed once: costs under other
         rematerialization inputs reuse them."""

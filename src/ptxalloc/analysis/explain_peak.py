@@ -33,7 +33,7 @@ def remat_and_costs(a) -> tuple[dict, list[float]]:
     of every register when those are rematerialized instead of spilled. :func:`peak_values`
     and :func:`what_to_change` share one (a register's cost depends on its own entry only)."""
     remat = remat_candidates(a.fn, a.cfg.instrs)
-    costs = costs_from_terms(a.fn, a.cost_terms, a.mem_latency,
+    costs = costs_from_terms(a.cost_terms, a.mem_latency,
                              {v: COMPUTE_COST for v in remat}) if remat else a.costs
     return remat, costs
 
