@@ -28,18 +28,6 @@ from .tuples import TupleInfo
 
 
 @dataclass
-class LiveValue:
-    name: str
-    reg: int
-    rclass: str
-    defined_at: list[int]          # instruction ids
-    def_lines: list[int]           # PTX line numbers
-    def_source: list[tuple]        # .loc (file index, line, column, inlined_at) where known
-    last_use: int                  # instruction id of the last use in program order, -1: none
-    last_use_line: int
-
-
-@dataclass
 class PressurePoint:
     instr: int                     # instruction id (index into cfg.instrs); -1: block entry
     block: int
@@ -283,31 +271,3 @@ class Pressure:
         """Instruction ids of the highest-pressure instructions, highest first."""
         order = sorted(range(len(self.gpr)), key=lambda i: (-self.gpr[i], i))
         return order[:count]
-
-    def describe(self, live: list[int]) -> list[LiveValue]:
-        """Where each of the given registers is defined and last used."""
-        cfg = self.cfg
-        regs = cfg.fn.regs
-        want = set(live)
-        defs: dict[int, list[int]] = {v: [] for v in want}
-        last: dict[int, int] = {v: -1 for v in want}
-        for i, ins in enumerate(cfg.instrs):
-            for d in ins.defs:
-                if d in want:
-                    defs[d].append(i)
-            for u in ins.uses:
-                if u in want:
-                    last[u] = i
-        out = []
-        instrs = cfg.instrs
-        for v in live:
-            if regs.classes[v] == RegClass.PRED:
-                continue
-            ds = defs[v]
-            lu = last[v]
-            out.append(LiveValue(
-                name=regs.names[v], reg=v, rclass=regs.classes[v].name, defined_at=ds,
-                def_lines=[instrs[i].line for i in ds],
-                def_source=[instrs[i].loc for i in ds if instrs[i].loc is not None],
-                last_use=lu, last_use_line=instrs[lu].line if lu >= 0 else 0))
-        return out
