@@ -607,7 +607,8 @@ class _FunctionParser:
                         and (":" not in s or not _LABEL_THEN_LOC_FILE.match(s))):
                     if c == "." and s.startswith(".reg") and "<" not in s and "," not in s:
                         words = s[:-1].split()
-                        rclass = _REG_TYPES.get(words[1]) if len(words) == 3 else None
+                        rclass = (_REG_TYPES.get(words[1]) if len(words) == 3
+                                  and words[0] == ".reg" else None)
                         if rclass is not None and words[2][0] != ".":
                             name = words[2]
                             if name in names:
