@@ -666,8 +666,19 @@ class _AllocatorNames:
         return api.names()
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose epilog may be a function, called only when the help is shown
+    (``allocate``'s knob table imports the knob registry and ``textwrap``: start-up pays for
+    it on every run otherwise, issue 16). Subcommand parsers are of the same class."""
+
+    def format_help(self) -> str:
+        if callable(self.epilog):
+            self.epilog = self.epilog()
+        return super().format_help()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="ptxalloc",
+    ap = _Parser(prog="ptxalloc",
                                  description="A register allocator for NVIDIA PTX.",
                                  epilog=EXIT_CODES)
     ap.add_argument("--version", action="version", version=f"ptxalloc {__version__}")
@@ -711,7 +722,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_cmd_analyze)
 
     p = sub.add_parser("allocate", help="allocate registers and write physical PTX",
-                       epilog=_knob_epilog(),
+                       epilog=_knob_epilog,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file")
     p.add_argument("-o", "--output", metavar="OUT.ptx",

@@ -14,7 +14,7 @@ from conftest import DATA, REPO
 from ptxalloc.cli import main
 from ptxalloc.errors import PtxSyntaxError
 from ptxalloc.ir import isa
-from ptxalloc.ir.instruction import LOC
+from ptxalloc.ir.instruction import DIRECTIVE, LOC
 from ptxalloc.ir.module import Raw
 from ptxalloc.ptx import emit_module, parse
 
@@ -370,3 +370,14 @@ def test_empty_statement_after_another_on_one_line():
         parse(text, "e.ptx")
     assert info.value.message == "empty statement"
     assert (info.value.line, info.value.column) == (line, column)
+
+
+def test_a_directive_that_only_starts_like_reg_declares_nothing():
+    """``.regx .u32 %r0;`` is not a declaration on the one-statement-per-line fast path either:
+    it is kept as the directive it is, as it is when it lists two names."""
+    for decl in (".regx .u32 %r0;", ".regx .u32 %r0, %r1;"):
+        text = (".version 7.0\n.target sm_80\n.address_size 64\n.entry k()\n{\n\t" + decl
+                + "\n\tret;\n}\n")
+        fn = parse(text).functions[0]
+        assert len(fn.regs) == 0
+        assert [(type(s), s.kind, s.text) for s in fn.body[:1]] == [(Raw, DIRECTIVE, decl)]
