@@ -143,6 +143,7 @@ class Problem:
         self.bank_adj = bank_adj                # soft bank-conflict partners (above 32 regs)
         self.program = program
         self.parent = list(range(n))
+        self.merges = 0                             # nodes coalesced away (:meth:`merge`)
         self.offset = [0] * n                       # units from the node's start
         self.shape: list[Shape | None] = list(reg_shape)
         self.members: dict[int, list[int]] = {v: [v] for v in range(n)}
@@ -297,6 +298,7 @@ class Problem:
         del adj[gone]
         self.shape_masks[gone_shape] &= ~(1 << gone)
         self.parent[gone] = keep
+        self.merges += 1
         gone_members = self.members.pop(gone)
         for v in gone_members:
             self.offset[v] += at

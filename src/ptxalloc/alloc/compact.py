@@ -211,7 +211,10 @@ def _search(p: Problem, order: list[int], limit_units: int,
                         changed.append((j, old))
                         forbidden[j] = new
                         key[j] = (new.bit_count() << 32) | tie[j]
-                        if not below[j] & ~_blocked_starts(new, widths[j]):
+                        w = widths[j]          # _blocked_starts, inlined for the usual widths
+                        blocked = (new | new >> 1 if w == 2 else new if w == 1
+                                   else _blocked_starts(new, w))
+                        if not below[j] & ~blocked:
                             wiped_out = True
                             break
             if not wiped_out and place():
@@ -245,18 +248,72 @@ def search_steps(nodes: int) -> int:
     return min(SEARCH_STEPS, SEARCH_WORK // max(nodes, 1))
 
 
+def clique_registers(p: Problem) -> int:
+    """A lower bound on the registers of every coloring of ``p``: a clique of general-register
+    nodes, grown greedily (widest, then most neighbours, first) from each of the
+    ``CLIQUE_SEEDS`` first nodes in that order; its members need pairwise distinct units, so at
+    least half their units in registers. Cheap (a walk over the nodes per seed), never more
+    than the chromatic number, usually MaxLive's order on the graphs compaction searches."""
+    adj, shape = p.adj, p.shape
+    gpr = [n for n in p.members if shape[n].file == GPR]
+    gpr_mask = 0
+    for n in gpr:
+        gpr_mask |= 1 << n
+    ranked = sorted(gpr, key=lambda n: (-shape[n].units, -(adj[n] & gpr_mask).bit_count(), n))
+    units_of = [(n, shape[n].units) for n in ranked]
+    best = 0
+    for seed, seed_units in units_of[:CLIQUE_SEEDS]:
+        cand = adj[seed] & gpr_mask
+        units = seed_units
+        for n, u in units_of:
+            if cand >> n & 1:
+                units += u
+                cand &= adj[n]
+                if not cand:
+                    break
+        best = max(best, units)
+    return (best + 1) // 2
+
+
+CLIQUE_SEEDS = 8
+
+
+def greedy_colorings(p: Problem) -> list[dict[int, int] | None]:
+    """The three program-order greedy colorings :func:`compact` starts from — lowest fit, best
+    fit for narrow values, wide values first — each None when it found no placement for some
+    node."""
+    order = _program_order(p)
+    wide_first = sorted(order, key=lambda n: -p.shape[n].units)      # stable: keeps order
+    partners = _move_partners(p)
+    neighbours = {n: bits(p.adj[n]) for n in order}
+    return [_greedy(p, nodes, best_fit, partners, neighbours)
+            for nodes, best_fit in ((order, False), (order, True), (wide_first, True))]
+
+
+def fewest_registers(colorings: list[dict[int, int] | None], p: Problem) -> int | None:
+    """The fewest registers among ``colorings`` (:func:`greedy_colorings`); None if all failed."""
+    return min((high_water(p, s) for s in colorings if s is not None), default=None)
+
+
 def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
-            to_beat: tuple[int, int | None] | None = None) -> bool:
+            to_beat: tuple[int, int | None] | None = None,
+            colorings: list[dict[int, int] | None] | None = None,
+            rival=None) -> bool:
     """Recolor ``coloring`` in place when that lowers the register count; returns whether it
-    did. Three program-order greedy colorings are tried — lowest fit, best fit for narrow
-    values, and wide values first — and the one using fewest registers wins. If that is still
-    above ``lower_bound`` (MaxLive), a bounded backtracking search over the same program order
-    tries each register count from the lower bound up. ``coloring.optimal`` records whether
-    the final count is proven minimal for this interference graph: it equals the lower bound,
-    or the search showed every smaller count impossible (alignment can make MaxLive
-    unreachable). ``penalty(start)`` (the number of values a coloring must save around calls)
-    may not grow. With ``to_beat`` = (registers, penalty) the coloring is built afresh and
-    kept only if it beats those figures."""
+    did. Three program-order greedy colorings are tried (:func:`greedy_colorings`, or the
+    ``colorings`` the caller already made of ``p``) and the one using fewest registers wins.
+    If that is still above ``lower_bound`` (MaxLive), a bounded backtracking search over the
+    same program order tries each register count from the lower bound up. ``coloring.optimal``
+    records whether the final count is proven minimal for this interference graph: it equals
+    the lower bound or a clique's (:func:`clique_registers`), or the search showed every
+    smaller count impossible (alignment can make MaxLive unreachable). ``penalty(start)`` (the
+    number of values a coloring must save around calls) may not grow. With ``to_beat`` =
+    (registers, penalty) the coloring is built afresh and kept only if it beats those figures.
+
+    ``rival()``, when given, is a register count the caller reaches anyway with another
+    coloring that wins unless this one does at least as well: when a clique of ``p`` needs
+    more registers than that (and than ``lower_bound``), no coloring of ``p`` can be kept,
+    and the search is not run."""
     if coloring.spilled:
         return False
     if to_beat is None:
@@ -267,32 +324,37 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
 
     def acceptable(start: dict[int, int]) -> bool:
         return limit is None or penalty is None or penalty(start) <= limit
-    order = _program_order(p)
-    wide_first = sorted(order, key=lambda n: -p.shape[n].units)      # stable: keeps order
     found = None
-    partners = _move_partners(p)
-    neighbours = {n: bits(p.adj[n]) for n in order}
-    for nodes, best_fit in ((order, False), (order, True), (wide_first, True)):
-        start = _greedy(p, nodes, best_fit, partners, neighbours)
+    for start in colorings if colorings is not None else greedy_colorings(p):
         if start is not None:
             hw = high_water(p, start)
             if hw < best and acceptable(start):
                 best, found = hw, start
     proven = best <= lower_bound
-    if not proven and len(order) <= SEARCH_MAX_NODES:
-        # one register fewer at a time: no coloring below L means none below any L' < L
-        while best > max(lower_bound, 1):
-            start = _search(p, order, 2 * (best - 1), search_steps(len(order)))
-            if start is None or (start is not False and not acceptable(start)):
-                break                          # gave up: smaller counts not ruled out
-            if start is False:
-                proven = True
-                break
-            hw = high_water(p, start)
-            if hw >= best:
-                break                          # no progress (precolored nodes sit higher)
-            best, found = hw, start
-        proven = proven or best <= lower_bound
+    nodes = sum(1 for n in p.members if n not in p.precolored)
+    if not proven and nodes <= SEARCH_MAX_NODES:
+        clique = clique_registers(p)
+        proven = best <= clique
+        if not proven and rival is not None:
+            count = rival()
+            hopeless = count is not None and clique > max(count, lower_bound)
+        else:
+            hopeless = False
+        if not proven and not hopeless:
+            order = _program_order(p)
+            # one register fewer at a time: no coloring below L means none below any L' < L
+            while best > max(lower_bound, clique, 1):
+                start = _search(p, order, 2 * (best - 1), search_steps(len(order)))
+                if start is None or (start is not False and not acceptable(start)):
+                    break                          # gave up: smaller counts not ruled out
+                if start is False:
+                    proven = True
+                    break
+                hw = high_water(p, start)
+                if hw >= best:
+                    break                          # no progress (precolored nodes sit higher)
+                best, found = hw, start
+            proven = proven or best <= max(lower_bound, clique)
     coloring.optimal = proven
     if found is None:
         return False
