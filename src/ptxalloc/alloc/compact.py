@@ -15,10 +15,12 @@ like any other. docs/decisions.md records it as the project's addition to the se
 
 from __future__ import annotations
 
+from functools import reduce
+from operator import itemgetter, or_
+
 from ..target.units import GPR
 from ..util import bits
 from .api import Coloring, Problem
-from .matrix import UnitMatrix
 
 
 def high_water(p: Problem, start: dict[int, int]) -> int:
@@ -59,23 +61,22 @@ def _move_partners(p: Problem) -> dict[int, list[int]]:
 
 
 def _greedy(p: Problem, order: list[int], best_fit: bool, partners: dict[int, list[int]],
-            neighbours: dict[int, list[int]]) -> dict[int, int] | None:
+            neighbours: dict) -> dict[int, int] | None:
     """Lowest-free-placement coloring in ``order``. A node first tries the placement of a
     copy partner already colored (so the copy disappears); with ``best_fit`` a value narrower
     than a pair prefers a free placement inside a pair that is already partly used, so that
-    free pairs stay whole. ``neighbours`` lists each node's neighbours (shared by the three
-    colorings, so that the adjacency bitsets are unpacked once)."""
-    matrix = UnitMatrix.for_problem(p)
-    start = matrix.start
-    held = matrix.held.get
+    free pairs stay whole. ``neighbours`` gathers each node's neighbours' entries of a list
+    (:func:`_gatherers`, shared by the three colorings, so that the adjacency bitsets are
+    unpacked once)."""
     shape = p.shape
+    start = dict(p.precolored)
+    held = [0] * p.nregs                # node -> the units it holds (0: not colored yet)
+    for n, s in start.items():
+        held[n] = shape[n].mask(s)
     starts_of: dict = {}
     for n in order:
-        forbidden = 0
-        for m in neighbours[n]:
-            h = held(m)
-            if h is not None:
-                forbidden |= h
+        # the units of the colored neighbours: one C-level gather and OR per node
+        forbidden = reduce(or_, neighbours[n](held), 0)
         sh = shape[n]
         choice = None
         for m in partners.get(n, ()):
@@ -91,8 +92,27 @@ def _greedy(p: Problem, order: list[int], best_fit: bool, partners: dict[int, li
                                   best_fit and sh.units < 4 and sh.file == GPR)
             if choice is None:
                 return None
-        matrix.assign(n, choice)
+        start[n] = choice
+        held[n] = ((1 << sh.units) - 1) << choice
     return start
+
+
+def _gatherers(p: Problem, nodes: list[int]) -> dict:
+    """Per node, a function taking a list indexed by node and returning the entries of the
+    node's neighbours (an ``itemgetter``; a tuple whatever their number)."""
+    out = {}
+    empty = ()
+    adj = p.adj
+    for n in nodes:
+        nbrs = bits(adj[n])
+        if len(nbrs) > 1:
+            out[n] = itemgetter(*nbrs)
+        elif nbrs:
+            m = nbrs[0]
+            out[n] = lambda held, m=m: (held[m],)
+        else:
+            out[n] = lambda held: empty
+    return out
 
 
 def _start_mask(placements) -> int:
@@ -285,9 +305,14 @@ def greedy_colorings(p: Problem) -> list[dict[int, int] | None]:
     order = _program_order(p)
     wide_first = sorted(order, key=lambda n: -p.shape[n].units)      # stable: keeps order
     partners = _move_partners(p)
-    neighbours = {n: bits(p.adj[n]) for n in order}
-    return [_greedy(p, nodes, best_fit, partners, neighbours)
-            for nodes, best_fit in ((order, False), (order, True), (wide_first, True))]
+    neighbours = _gatherers(p, order)
+    lowest = _greedy(p, order, False, partners, neighbours)
+    best_fit = _greedy(p, order, True, partners, neighbours)
+    # with every value of one width the wide-first order is the program order (a stable
+    # sort): its coloring is the best-fit one
+    wide = best_fit if wide_first == order else _greedy(p, wide_first, True, partners,
+                                                         neighbours)
+    return [lowest, best_fit, wide]
 
 
 def fewest_registers(colorings: list[dict[int, int] | None], p: Problem) -> int | None:

@@ -124,12 +124,16 @@ def recompute_function(fn: Function, chains: bool = True) -> Recomputed | None:
     with operands not live there: :func:`plan`), or None when nothing qualifies or MaxLive
     would not stay as low."""
     from ..analysis import pressure_of
+    from ..analysis.pressure import Pressure
+    from ..analysis.tuples import find_tuples
     with gc_paused():
-        records, dead = plan(fn, chains)
+        made = _plan(fn, chains)
+        records, dead = made.records, made.dead
         if not records:
             return None
-        new = apply_recomputations(fn, records, dead)
-        old_p = pressure_of(fn)
+        new = made.applied or apply_recomputations(fn, records, dead)
+        # MaxLive before: the plan's CFG and liveness are those of ``fn`` (pressure_of's own)
+        old_p = Pressure(made.cfg, made.liveness, find_tuples(fn, made.cfg.instrs))
         new_p = pressure_of(new)
         before = (old_p.max_live, old_p.max_preds)
         after = (new_p.max_live, new_p.max_preds)
@@ -142,6 +146,25 @@ def plan(fn: Function, chains_allowed: bool = True) -> tuple[list[Recompute], li
     """The recomputations to make and the definitions they leave dead; with
     ``chains_allowed``, a definition whose operand is not live at a use is recomputed there
     together with that operand's own definition (module docstring)."""
+    made = _plan(fn, chains_allowed)
+    return made.records, made.dead
+
+
+@dataclass
+class _Plan:
+    """:func:`plan`'s result with what it computed on the way, for
+    :func:`recompute_function` not to compute it again: the CFG and liveness of ``fn``, and the
+    records applied when checking for unread chain definitions (None when that needed no
+    application)."""
+
+    records: list[Recompute]
+    dead: list[int]
+    cfg: CFG
+    liveness: Liveness | None = None
+    applied: Function | None = None
+
+
+def _plan(fn: Function, chains_allowed: bool) -> _Plan:
     cfg = CFG(fn)
     instrs = cfg.instrs
     regs = fn.regs
@@ -170,7 +193,7 @@ def plan(fn: Function, chains_allowed: bool = True) -> tuple[list[Recompute], li
                 and (regs.vec[ins.defs[0]] == 0) and regs.classes[ins.defs[0]] != RegClass.B128:
             define[ins.defs[0]] = i
     if not define:
-        return [], []
+        return _Plan([], [], cfg)
     available = _available_before(cfg, instrs, define)
     liveness = Liveness(cfg)
     live_before: dict[int, list[int]] = {}
@@ -266,8 +289,9 @@ def plan(fn: Function, chains_allowed: bool = True) -> tuple[list[Recompute], li
             dead.append(i)
             pinned |= operands
     records.sort()
-    dead.extend(_unread_chain_definitions(fn, instrs, records, dead))
-    return records, dead
+    unread, applied = _unread_chain_definitions(fn, instrs, records, dead)
+    dead.extend(unread)
+    return _Plan(records, dead, cfg, liveness, applied)
 
 
 def _narrower(regs, extended: int, v: int) -> bool:
@@ -287,12 +311,14 @@ def _narrower(regs, extended: int, v: int) -> bool:
 
 
 def _unread_chain_definitions(fn: Function, instrs, records: list[Recompute],
-                              dead: list[int]) -> list[int]:
+                              dead: list[int]) -> tuple[list[int], Function | None]:
     """The definitions copied into chains that nothing reads once the records are applied (an
-    offset read only by the address now formed at the access): they are left out too."""
+    offset read only by the address now formed at the access): they are left out too. Also
+    returns the function with the records applied and all those definitions left out (None
+    when no chain copies a definition)."""
     inner = {k for r in records for k in r.inner} - set(dead)
     if not inner:
-        return []
+        return [], None
     gone = set(dead)
     while True:
         read = 0
@@ -302,7 +328,7 @@ def _unread_chain_definitions(fn: Function, instrs, records: list[Recompute],
                 read |= 1 << u
         unread = {k for k in inner - gone if not read >> instrs[k].defs[0] & 1}
         if not unread:
-            return sorted(gone - set(dead))
+            return sorted(gone - set(dead)), new
         gone |= unread
 
 
