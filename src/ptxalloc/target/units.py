@@ -124,6 +124,7 @@ class RegFile:
 
 
 @lru_cache(maxsize=None)
+@lru_cache(maxsize=None)     # a handful of shape pairs, asked in the allocators' hot loops
 def blocking_weight(node: Shape, neighbour: Shape) -> int:
     """How many placements of ``node`` one placement of ``neighbour`` can block at most: the
     weight of that neighbour in ``node``'s degree (Smith, Ramsey and Holloway, "A generalized
