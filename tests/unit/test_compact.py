@@ -245,6 +245,7 @@ def test_skipped_coalesced_search_changes_no_allocation(monkeypatch):
     import ptxalloc.alloc.driver as driver
     from ptxalloc.ptx import parse_file
     path = str(corpus_root() / "gpuocelot/tests/ptx/sdk2.2/convolutionTexture.ptx")
+    monkeypatch.setattr(compact_module, "_searched", {})
     searches = []
     real_search = compact_module._search
     monkeypatch.setattr(compact_module, "_search",
@@ -253,6 +254,7 @@ def test_skipped_coalesced_search_changes_no_allocation(monkeypatch):
     skipped = len(searches)
     real_compact = driver.compact
     monkeypatch.setattr(driver, "compact", lambda *a, rival=None, **k: real_compact(*a, **k))
+    monkeypatch.setattr(compact_module, "_searched", {})
     searches.clear()
     full = allocate_module(parse_file(path))
     assert skipped < len(searches)
@@ -276,3 +278,29 @@ def test_graph_without_merges_is_not_compacted_twice(monkeypatch):
     full = allocate_module(parse_file(path))
     assert fast.ptx == full.ptx
     assert_verified(fast)
+
+
+def test_a_search_asked_again_is_answered_from_memory(monkeypatch):
+    """Two copies of one kernel (as templates instantiate them) ask compaction the same
+    searches: the second copy's are answered from memory, and both copies get the same
+    allocation."""
+    import ptxalloc.alloc.compact as compact_module
+    text = (DATA / "triton" / "sm80_vector_add.ptx").read_text()
+    head, _, rest = text.partition(".visible .entry add_kernel(")
+    kernel_text = ".visible .entry add_kernel(" + rest
+    twice = head + kernel_text + "\n" + kernel_text.replace("add_kernel(", "add_kernel_again(")
+    monkeypatch.setattr(compact_module, "_searched", {})
+    ran = []
+    real_search = compact_module._search
+    monkeypatch.setattr(compact_module, "_search", lambda *a: ran.append(1) or real_search(*a))
+    asked = []
+    real_remembered = compact_module._remembered_search
+    monkeypatch.setattr(compact_module, "_remembered_search",
+                        lambda *a: asked.append(1) or real_remembered(*a))
+    res = allocate_module(parse(twice))
+    first, second = res.functions
+    assert ran and len(asked) == 2 * len(ran)
+    assert first.registers == second.registers
+    body = res.ptx.split(".visible .entry add_kernel_again(")
+    assert body[1].strip() == body[0].split(".visible .entry add_kernel(")[1].strip()
+    assert_verified(res)

@@ -160,6 +160,31 @@ class _OutOfSteps(Exception):
     pass
 
 
+_searched: dict = {}        # _search's answers by their whole input (:func:`_remembered_search`)
+SEARCHES_REMEMBERED = 64
+
+
+def _remembered_search(p: Problem, order: list[int], limit_units: int,
+                       steps: int) -> dict[int, int] | None | bool:
+    """:func:`_search`, answered from memory when the same search ran before in this process.
+    A search is a pure function of what it reads — the order, each node's shape and
+    neighbours, the precolored nodes (in their order) and shapes, the register file, the limit
+    and the step budget — and that is the key; functions instantiated from one template
+    (matrix_free, reduction kernels) ask the same searches again and again, most of them ones
+    that give up after their whole budget."""
+    shape, adj, regfile = p.shape, p.adj, p.regfile
+    key = (limit_units, steps, regfile.k, regfile.pred_regs, regfile.reserved, tuple(order),
+           tuple([shape[n] for n in order]), tuple([adj[n] for n in order]),
+           tuple([(n, s, shape[n]) for n, s in p.precolored.items()]))
+    got = _searched.get(key, _searched)
+    if got is _searched:
+        got = _search(p, order, limit_units, steps)
+        if len(_searched) >= SEARCHES_REMEMBERED:
+            del _searched[next(iter(_searched))]
+        _searched[key] = got
+    return dict(got) if type(got) is dict else got
+
+
 def _search(p: Problem, order: list[int], limit_units: int,
             steps: int) -> dict[int, int] | None | bool:
     """Backtracking search for a coloring of every node below ``limit_units``. The next node
@@ -369,7 +394,7 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
             order = _program_order(p)
             # one register fewer at a time: no coloring below L means none below any L' < L
             while best > max(lower_bound, clique, 1):
-                start = _search(p, order, 2 * (best - 1), search_steps(len(order)))
+                start = _remembered_search(p, order, 2 * (best - 1), search_steps(len(order)))
                 if start is None or (start is not False and not acceptable(start)):
                     break                          # gave up: smaller counts not ruled out
                 if start is False:
