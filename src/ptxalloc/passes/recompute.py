@@ -60,7 +60,7 @@ from ..ir.operands import Imm, Reg, Sym
 from ..ir.recompute import Recompute, apply_recomputations
 from ..ir.registers import CLASS_BITS, RegClass
 from ..spill.remat import worth_rematerializing
-from ..util import gc_paused
+from ..util import bits as set_bits, gc_paused
 
 #: Opcodes cheap enough to recompute (seed 002: moves, add/sub, shifts, bitwise operations,
 #: address computation), integer types only, and ``setp`` of any type.
@@ -299,15 +299,12 @@ def _narrower(regs, extended: int, v: int) -> bool:
     ``v``, whose range theirs take over."""
     if regs.classes[v] not in (RegClass.GPR32, RegClass.GPR64):
         return False
-    bits = 0
-    u = 0
-    while extended >> u:
-        if extended >> u & 1:
-            if regs.classes[u] not in (RegClass.GPR32, RegClass.GPR64):
-                return False
-            bits += CLASS_BITS[regs.classes[u]]
-        u += 1
-    return bits < CLASS_BITS[regs.classes[v]]
+    width = 0
+    for u in set_bits(extended):
+        if regs.classes[u] not in (RegClass.GPR32, RegClass.GPR64):
+            return False
+        width += CLASS_BITS[regs.classes[u]]
+    return width < CLASS_BITS[regs.classes[v]]
 
 
 def _unread_chain_definitions(fn: Function, instrs, records: list[Recompute],
