@@ -7,7 +7,12 @@ interference graph greedily in program order — each node, in the order its fir
 appears in the blocks' reverse post-order, takes the lowest free placement of its shape — and
 keeps the result only if it uses fewer registers and still fits the budget. For code in SSA form
 (most of what nvcc and Triton emit) the program order is a perfect elimination order of the
-chordal interference graph, so with 32-bit values this reaches MaxLive.
+chordal interference graph, so with 32-bit values this reaches MaxLive. Above it, a bounded
+backtracking search tries one register fewer at a time; a greedy clique bounds it from below
+(:func:`clique_registers`: a count at the bound needs no search, and a graph whose clique needs
+more than a rival coloring uses is not searched), and a search asked again with the same
+inputs is answered from memory (:func:`_remembered_search`). Time figures: docs/decisions.md,
+"Where ``allocate``'s time goes, phase by phase".
 
 It changes no spill decision and no value's class or alignment; the checker proves the result
 like any other. docs/decisions.md records it as the project's addition to the seeds.
