@@ -359,3 +359,4 @@ def test_scalar_merges_into_a_tuple_member():
     ld = re.search(r"ld\.shared\.v4\.u32\s+\{(%R\d+), (%R\d+), (%R\d+), (%R\d+)\}", res.ptx)
     mul = re.search(r"mul\.lo\.u32\s+%R\d+, (%R\d+),", res.ptx)
     assert ld and mul and mul.group(1) == ld.group(3)
+

@@ -69,7 +69,7 @@ from . import api, choice, convention, output
 from . import knobs as knob_table
 from .api import Allocator, Coloring, Problem
 from .coalesce import COALESCE_FACTOR, coalesce
-from .compact import compact, high_water
+from .compact import compact, fewest_registers, greedy_colorings, high_water
 from .convention import ConventionInfo
 from .relief import relieve, spillable, stuck_message
 from .session import Session
@@ -455,20 +455,40 @@ def _compact(a: Allocation) -> None:
     the same graph before coalescing (merging copies can lengthen live ranges and cost a
     register), keeping whichever uses fewer registers (the coalesced one on a tie). A count
     proven minimal for the coalesced graph says nothing of the graph before coalescing, so
-    that one is tried even then."""
+    that one is tried even then. In a leaf function (no caller-save penalty) the coalesced
+    graph's search is skipped when the greedy colorings of the graph before coalescing already
+    use fewer registers than a clique of the coalesced one needs (that search could not win),
+    and the graph before coalescing is not tried when coalescing merged nothing (it is the
+    same graph, its colorings and searches the same)."""
     analysis, problem, coloring = a.analysis, a.problem, a.coloring
     bound = analysis.pressure.max_live
     penalty = convention.caller_save_penalty(analysis, a.conv, problem, a.info)
-    compact(problem, coloring, bound, penalty=penalty)
+    plain = colorings = None
+
+    def plain_problem() -> Problem:
+        nonlocal plain
+        if plain is None:
+            plain = Problem.from_analysis(analysis, a.regfile, a.info.precolored, a.pinned,
+                                          prefer=problem.prefer_by_reg)
+        return plain
+
+    def plain_registers() -> int | None:
+        nonlocal colorings
+        colorings = greedy_colorings(plain_problem())
+        return fewest_registers(colorings, plain)
+
+    compact(problem, coloring, bound, penalty=penalty,
+            rival=plain_registers if penalty is None else None)
     registers = high_water(problem, coloring.start)
-    if registers <= bound:
-        return
-    plain = Problem.from_analysis(analysis, a.regfile, a.info.precolored, a.pinned,
-                                  prefer=problem.prefer_by_reg)
+    if registers <= bound or (penalty is None and not problem.merges
+                              and not a.relief_precolored):
+        return                  # (or the graph before coalescing is this one: nothing to win)
+    plain = plain_problem()
     fresh = Coloring()
     if compact(plain, fresh, bound,
                penalty=convention.caller_save_penalty(analysis, a.conv, plain, a.info),
-               to_beat=(registers, penalty(coloring.start) if penalty else None)):
+               to_beat=(registers, penalty(coloring.start) if penalty else None),
+               colorings=colorings):
         a.problem, a.coloring = plain, fresh
 
 

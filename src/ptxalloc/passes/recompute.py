@@ -68,7 +68,7 @@ from ..ir.recompute import Recompute, apply_recomputations
 from ..ir.registers import CLASS_BITS, RegClass
 from ..spill.remat import worth_rematerializing
 from ..target.units import PRED_REGS
-from ..util import gc_paused
+from ..util import bits as set_bits, gc_paused
 
 #: Opcodes cheap enough to recompute (seed 002: moves, add/sub, shifts, bitwise operations,
 #: address computation), integer types only, and ``setp`` of any type.
@@ -152,19 +152,28 @@ def recompute_choices(fn: Function, chains: bool = True) -> list[Recomputed | No
     schedule sinks loads to the ``setp`` they feed only when the ``setp`` stays where it is):
     :func:`ptxalloc.pipeline.pre_passes` chooses after scheduling each."""
     from ..analysis import pressure_of
+    from ..analysis.pressure import Pressure
+    from ..analysis.tuples import find_tuples
     with gc_paused():
-        old_p = pressure_of(fn)
+        made = _plan(fn, chains, False)
+        if made.liveness is not None:
+            # MaxLive before: the plan's CFG and liveness are those of ``fn`` (pressure_of's)
+            old_p = Pressure(made.cfg, made.liveness, find_tuples(fn, made.cfg.instrs))
+        else:
+            old_p = pressure_of(fn)
         before = (old_p.max_live, old_p.max_preds)
         out: list[Recomputed | None] = []
         first = None
         for trade in (False, True) if chains and old_p.max_preds > PRED_REGS else (False,):
-            records, dead = plan(fn, chains, trade)
+            if trade:
+                made = _plan(fn, chains, True)
+            records, dead = made.records, made.dead
             if trade and (records, dead) == first:
                 break           # the trade changes nothing: one choice
             first = records, dead
             got = None
             if records:
-                new = apply_recomputations(fn, records, dead)
+                new = made.applied or apply_recomputations(fn, records, dead)
                 new_p = pressure_of(new)
                 after = (new_p.max_live, new_p.max_preds)
                 if after[0] <= before[0] and after[1] <= before[1]:
@@ -186,6 +195,25 @@ def plan(fn: Function, chains_allowed: bool = True,
     together with that operand's own definition; with ``trade_predicates``, a predicate is
     recomputed at its uses with its 32-bit operands' ranges extended there (module
     docstring)."""
+    made = _plan(fn, chains_allowed, trade_predicates)
+    return made.records, made.dead
+
+
+@dataclass
+class _Plan:
+    """:func:`plan`'s result with what it computed on the way, for
+    :func:`recompute_choices` not to compute it again: the CFG and liveness of ``fn``, and the
+    records applied when checking for unread chain definitions (None when that needed no
+    application)."""
+
+    records: list[Recompute]
+    dead: list[int]
+    cfg: CFG
+    liveness: Liveness | None = None
+    applied: Function | None = None
+
+
+def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) -> _Plan:
     cfg = CFG(fn)
     instrs = cfg.instrs
     regs = fn.regs
@@ -214,7 +242,7 @@ def plan(fn: Function, chains_allowed: bool = True,
                 and (regs.vec[ins.defs[0]] == 0) and regs.classes[ins.defs[0]] != RegClass.B128:
             define[ins.defs[0]] = i
     if not define:
-        return [], []
+        return _Plan([], [], cfg)
     available = _available_before(cfg, instrs, define)
     liveness = Liveness(cfg)
     trading = [False]       # a predicate is being planned and may take operands' ranges
@@ -312,8 +340,9 @@ def plan(fn: Function, chains_allowed: bool = True,
             dead.append(i)
             pinned |= operands
     records.sort()
-    dead.extend(_unread_chain_definitions(fn, instrs, records, dead))
-    return records, dead
+    unread, applied = _unread_chain_definitions(fn, instrs, records, dead)
+    dead.extend(unread)
+    return _Plan(records, dead, cfg, liveness, applied)
 
 
 def _narrower(regs, extended: int, v: int, trade_predicates: bool = False) -> bool:
@@ -331,24 +360,23 @@ def _narrower(regs, extended: int, v: int, trade_predicates: bool = False) -> bo
                                         if extended >> u & 1)
     if regs.classes[v] not in (RegClass.GPR32, RegClass.GPR64):
         return False
-    bits = 0
-    u = 0
-    while extended >> u:
-        if extended >> u & 1:
-            if regs.classes[u] not in (RegClass.GPR32, RegClass.GPR64):
-                return False
-            bits += CLASS_BITS[regs.classes[u]]
-        u += 1
-    return bits < CLASS_BITS[regs.classes[v]]
+    width = 0
+    for u in set_bits(extended):
+        if regs.classes[u] not in (RegClass.GPR32, RegClass.GPR64):
+            return False
+        width += CLASS_BITS[regs.classes[u]]
+    return width < CLASS_BITS[regs.classes[v]]
 
 
 def _unread_chain_definitions(fn: Function, instrs, records: list[Recompute],
-                              dead: list[int]) -> list[int]:
+                              dead: list[int]) -> tuple[list[int], Function | None]:
     """The definitions copied into chains that nothing reads once the records are applied (an
-    offset read only by the address now formed at the access): they are left out too."""
+    offset read only by the address now formed at the access): they are left out too. Also
+    returns the function with the records applied and all those definitions left out (None
+    when no chain copies a definition)."""
     inner = {k for r in records for k in r.inner} - set(dead)
     if not inner:
-        return []
+        return [], None
     gone = set(dead)
     while True:
         read = 0
@@ -358,7 +386,7 @@ def _unread_chain_definitions(fn: Function, instrs, records: list[Recompute],
                 read |= 1 << u
         unread = {k for k in inner - gone if not read >> instrs[k].defs[0] & 1}
         if not unread:
-            return sorted(gone - set(dead))
+            return sorted(gone - set(dead)), new
         gone |= unread
 
 
