@@ -295,7 +295,24 @@ WARNING_CASES = {
                       "'add.s32' takes 3 operands, not 2"),
     "unknown version": (HDR.replace(".version 7.0", ".version \u00a410.0")
                         + ".visible .entry k()\n{\n\tret;\n}\n", "unknown .version '10.0'"),
+    # ptxas: "Illegal to write to function input parameter 'a'" (kernels and .func alike)
+    "store to an input parameter": (
+        HDR + ".visible .func (.param .b32 r) f(.param .b32 a)\n{\n\t.reg .b32 %r<2>;\n"
+        "\tld.param.b32 %r1, [a];\n\tst.param.b32 [\u00a4a], %r1;\n"
+        "\tst.param.b32 [r], %r1;\n\tret;\n}\n",
+        "Illegal to write to function input parameter 'a' (ptxas rejects it)"),
 }
+
+
+def test_a_call_argument_named_like_an_input_parameter_is_a_store_to_it_too():
+    # ptxas resolves [a] to the kernel's input parameter even inside the call's scope that
+    # declares a .param a of its own, and rejects the store
+    text = (HDR + ".func g(.param .b32 a)\n{\n\tret;\n}\n"
+            ".visible .entry k(.param .b32 a)\n{\n\t.reg .b32 %r<2>;\n"
+            "\tld.param.b32 %r1, [a];\n\t{\n\t.param .b32 a;\n\tst.param.b32 [a], %r1;\n"
+            "\tcall.uni g, (a);\n\t}\n\tret;\n}\n")
+    assert [w.message for w in parse(text, "c.ptx").warnings] == [
+        "Illegal to write to function input parameter 'a' (ptxas rejects it)"]
 
 
 @pytest.mark.parametrize("case", list(WARNING_CASES))

@@ -17,7 +17,8 @@ simple statement takes a fast path, anything else is read token by token. Regist
 dense ids on first reference.
 
 What ptxas rejects but allocation survives (duplicate labels or registers, unknown opcodes,
-wrong operand counts, an unknown ``.version``, no function) is collected as
+wrong operand counts, an unknown ``.version``, no function, a ``st.param`` to the function's
+own input parameter) is collected as
 :class:`~ptxalloc.errors.Diagnostic` warnings in ``Module.warnings``; nothing is printed.
 Malformed input raises :class:`~ptxalloc.errors.PtxSyntaxError` with file, line and column.
 """
@@ -530,6 +531,8 @@ class _FunctionParser:
             else:
                 self.src.warn(f"'{opcode}' takes {count} operands, not {len(ops)}", pos, opcode)
         instr = Instruction(opcode, ops, guard, neg, line, loc)
+        if opcode.startswith("st.param") and ops and type(ops[0]) is Mem:
+            self.check_param_store(ops[0], pos)
         if self.roles:
             _classify(instr, self.regs)
         if branch:
@@ -538,6 +541,18 @@ class _FunctionParser:
         return instr
 
     in_call = False
+
+    def check_param_store(self, address: Mem, pos: int) -> None:
+        """Warn of a ``st.param`` to one of the function's own input parameters, which ptxas
+        rejects ("Illegal to write to function input parameter"), even where a call's
+        ``.param`` of the same name is declared in an inner scope (checked against ptxas)."""
+        base = address.base
+        if type(base) is not Sym:
+            return
+        name = base.text
+        if any(p.name == name and p.space == "param" for p in self.fn.params):
+            self.src.warn(f"Illegal to write to function input parameter '{name}' (ptxas "
+                          f"rejects it)", pos, name)
 
     def statement(self, s: str, pos: int, line: int, loc) -> None:
         """A statement without its ';': a directive, or an instruction possibly preceded by a
