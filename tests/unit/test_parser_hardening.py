@@ -295,6 +295,8 @@ WARNING_CASES = {
                       "'add.s32' takes 3 operands, not 2"),
     "unknown version": (HDR.replace(".version 7.0", ".version \u00a410.0")
                         + ".visible .entry k()\n{\n\tret;\n}\n", "unknown .version '10.0'"),
+    "unknown directive": (kernel(".reg .b32 %r<3>;\n\t\u00a4.regx .u32 %r9;\n"),
+                          "unknown directive '.regx' in a function body"),
     # ptxas: "Illegal to write to function input parameter 'a'" (kernels and .func alike)
     "store to an input parameter": (
         HDR + ".visible .func (.param .b32 r) f(.param .b32 a)\n{\n\t.reg .b32 %r<2>;\n"

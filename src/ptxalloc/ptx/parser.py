@@ -17,8 +17,8 @@ simple statement takes a fast path, anything else is read token by token. Regist
 dense ids on first reference.
 
 What ptxas rejects but allocation survives (duplicate labels or registers, unknown opcodes,
-wrong operand counts, an unknown ``.version``, no function, a ``st.param`` to the function's
-own input parameter) is collected as
+wrong operand counts, an unknown ``.version`` or body directive, no function, a ``st.param`` to
+the function's own input parameter) is collected as
 :class:`~ptxalloc.errors.Diagnostic` warnings in ``Module.warnings``; nothing is printed.
 Malformed input raises :class:`~ptxalloc.errors.PtxSyntaxError` with file, line and column.
 """
@@ -172,6 +172,12 @@ class _Source:
         if end < 0:
             end = len(text)
         return message, self.filename, self.line_of(pos), pos - start + 1, text[start:end]
+
+
+#: Directives a function body may hold besides ``.reg`` and ``.loc`` (state spaces of local
+#: declarations, ``.pragma``; PTX ISA chapters 5 and 11), by their first dotted word.
+_BODY_DIRECTIVES = frozenset((".param", ".local", ".shared", ".global", ".const", ".pragma",
+                              ".tex", ".texref", ".samplerref", ".surfref", ".section"))
 
 
 def _split_top(text: str) -> list[str]:
@@ -785,6 +791,9 @@ class _FunctionParser:
             self.reg_decl(s, pos, line)
             self.fn.body.append(Raw(REG_DECL, " ".join(s.split()) + ";", line))
         else:
+            word = s.split(None, 1)[0]
+            if "." + word[1:].split(".", 1)[0] not in _BODY_DIRECTIVES:
+                self.src.warn(f"unknown directive '{word}' in a function body", pos, word)
             self.fn.body.append(Raw(DIRECTIVE, " ".join(s.split()) + ";", line))
             for w in re.findall(r"[%$\w]+", s):
                 self.symbols.add(w)
