@@ -168,13 +168,11 @@ def _convention_figures(module, fn, sm, budget: int) -> dict | None:
     from .alloc.convention import applies
     from .alloc.driver import allocate_function
     from .errors import AllocationError
-    from .ir.instruction import Raw
 
     if not applies(fn):
         return None
     try:
-        result = allocate_function(fn, sm, budget, module_decls=[
-            it.text for it in module.items if type(it) is Raw])
+        result = allocate_function(fn, sm, budget, module_decls=module.declarations())
     except AllocationError:
         return None
     conv = result.extra.get("convention")
@@ -184,6 +182,7 @@ def _convention_figures(module, fn, sm, budget: int) -> dict | None:
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from .analysis import analyze_function
     from .analysis.sources import source_files
+    from .analysis.static_shared import own_static_shared
     from .pipeline import fixed_budgets
     from .report.analysis_report import format_text, function_row
     from .target.sm import profile_for_module
@@ -202,13 +201,14 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
                             args.override_directive_values)
     rows = []
     files = source_files(module)
+    decls = module.declarations()
     for fn in _select(module, args.function):
         limit = budgets[fn.name]
         rows.append(function_row(analyze_function(fn, sm), sm, limit.registers,
                                  convention=(_convention_figures(module, fn, sm, limit.registers)
                                              if args.convention else None),
                                  budget_from=limit.source, files=files, lines=args.lines,
-                                 block=block))
+                                 block=block, static_shared=own_static_shared(fn, decls)))
     if args.plot:
         _write_plot(args.plot, _select(module, args.function), sm, files, budgets)
     if args.json:
@@ -527,7 +527,6 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     from .analysis import analyze_function
     from .errors import AllocationError
     from .files import STDIO, check_paths, write_output
-    from .ir.instruction import Raw
     from .pipeline import allocate_module, pre_passes
     from .report.dot_graph import interference_dot
     from .target.sm import profile_for_module
@@ -546,7 +545,7 @@ def _cmd_graph(args: argparse.Namespace) -> int:
         result = None
     # the graph of the function the allocator colored: after the passes before allocation
     # (recomputation adds registers, the schedule changes which values overlap)
-    drawn = pre_passes(fn, options, [it.text for it in module.items if type(it) is Raw])[0]
+    drawn = pre_passes(fn, options, module.declarations())[0]
     write_output(args.output or STDIO,
                  interference_dot(drawn, analyze_function(drawn, sm).graph, result))
     return 0

@@ -23,7 +23,6 @@ from .alloc.output import (hoist_lines, mark_prepass, neutral, promote_lines,
 from .analysis.sources import source_files
 from .analysis.static_shared import own_static_shared
 from .errors import AllocationError, InternalError, UsageError
-from .ir.instruction import Raw
 from .ir.module import Function, Module
 from .ir.recompute import record_lines
 from .ptx import emit_function, emit_module
@@ -217,7 +216,7 @@ def allocate_module(module: Module, registers: int | str | None = None,
             raise UsageError(f"{module.filename}: no function named '{function}'")
     results = []
     texts = {}
-    decls = [it.text for it in module.items if type(it) is Raw]
+    decls = module.declarations()
     files = source_files(module)
     for original in fns:
         fn, marks = pre_passes(original, options, decls)

@@ -402,3 +402,22 @@ def test_occupancy_counts_the_kernels_own_shared_memory_without_a_spill_area():
     (f,) = allocate_module(parse(t), 32).functions
     assert f.extra["occupancy"]["limiter"] != "shared memory"
     assert f.extra["occupancy"]["blocks_per_sm"] == 32
+
+
+def test_analyze_counts_the_kernels_own_shared_memory(tmp_path, capsys):
+    """analyze's occupancies and its next occupancy step count the kernel's static .shared as
+    allocate's do: with 40,000 bytes a block, 4 blocks of 64 threads fit whatever the
+    registers, so fewer registers would not raise occupancy."""
+    t = kernel(".maxntid 64, 1, 1", extra_decl=".shared .align 4 .b8 buf[40000];")
+    t = t.replace("\tst.global.f32 [%rd1], ", "\tst.shared.u32 [buf+4], %r1;\n"
+                  "\tst.global.f32 [%rd1], ", 1)
+    path = tmp_path / "k.ptx"
+    path.write_text(t)
+    assert main(["analyze", str(path), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["functions"]
+    occ = row["occupancy"]
+    assert occ["static_shared_bytes"] == 40000
+    assert (occ["at_max_live"]["blocks_per_sm"], occ["at_max_live"]["limiter"]) == (
+        4, "shared memory")
+    assert row["what_to_change"]["next_step"] is None
+    assert "limited by shared memory" in row["what_to_change"]["note"]

@@ -147,33 +147,35 @@ def group_by_source(values: list[dict]) -> list[dict]:
     return sorted(groups.values(), key=lambda g: -g["registers"])
 
 
-def next_step(sm, registers: int, block: int) -> int | None:
+def next_step(sm, registers: int, block: int, static_shared: int = 0) -> int | None:
     """The most registers per thread that give more warps per SM than ``registers`` does at
-    ``block`` threads; None when fewer registers would not raise occupancy."""
-    now = occupancy(sm, registers, block).warps_per_sm
+    ``block`` threads (and ``static_shared`` bytes of shared memory a block); None when fewer
+    registers would not raise occupancy."""
+    now = occupancy(sm, registers, block, static_shared).warps_per_sm
     for r in range(registers - 1, 0, -1):
-        if occupancy(sm, r, block).warps_per_sm > now:
+        if occupancy(sm, r, block, static_shared).warps_per_sm > now:
             return r
     return None
 
 
 def what_to_change(a, sm, block: int, block_from: str, max_picks: int = 32,
-                   shared: tuple | None = None) -> dict:
+                   shared: tuple | None = None, static_shared: int = 0) -> dict:
     """The registers to shed for the next occupancy step and the cheapest values to
     rematerialize or spill to get there (module docstring); ``shared`` is
-    :func:`remat_and_costs` of ``a`` when the caller has it."""
+    :func:`remat_and_costs` of ``a`` when the caller has it; ``static_shared`` the function's
+    own shared memory per block, which can limit occupancy before registers do."""
     p = a.pressure
     max_live = p.max_live
-    now = occupancy(sm, max_live, block)
+    now = occupancy(sm, max_live, block, static_shared)
     out = {"block_size": block, "block_from": block_from,
            "registers_now": max_live, "occupancy_now": now.as_dict()}
-    target = next_step(sm, max_live, block)
+    target = next_step(sm, max_live, block, static_shared)
     if target is None:
         out["next_step"] = None
         out["note"] = (f"fewer registers would not raise occupancy at {block} threads "
                        f"(limited by {now.limiter})")
         return out
-    step = occupancy(sm, target, block)
+    step = occupancy(sm, target, block, static_shared)
     regs = a.fn.regs
     cfg = a.cfg
     # every instruction above the target: its excess (in 16-bit units) and live set
