@@ -210,7 +210,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
                                  budget_from=limit.source, files=files, lines=args.lines,
                                  block=block, static_shared=own_static_shared(fn, decls)))
     if args.plot:
-        _write_plot(args.plot, _select(module, args.function), sm, files, budgets)
+        _write_plot(args.plot, _select(module, args.function), sm, files, budgets, decls)
     if args.json:
         from .report.schema import header
         print(json.dumps({**header("analyze", module.filename, sm.name), "functions": rows},
@@ -220,12 +220,14 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_plot(path: str, fns, sm, files, budgets) -> None:
-    """``analyze --plot``: the pressure plot of the selected functions, SVG written here or
-    PNG through matplotlib (the ``[plot]`` extra)."""
+def _write_plot(path: str, fns, sm, files, budgets, decls: list[str]) -> None:
+    """``analyze --plot``: the pressure plot of the selected functions (``decls`` the module's
+    declarations, for their static shared memory), SVG written here or PNG through matplotlib
+    (the ``[plot]`` extra)."""
     from .analysis import analyze_function
     from .analysis.line_pressure import line_pressure
     from .files import write_output
+    from .analysis.static_shared import own_static_shared
     from .report.pressure_plot import occupancy_steps, pressure_series, png_plot, svg_document, \
         svg_plot
     from .target.occupancy import block_size
@@ -235,7 +237,8 @@ def _write_plot(path: str, fns, sm, files, budgets) -> None:
         a = analyze_function(fn, sm)
         s = pressure_series(a, line_pressure(a.cfg, a.pressure, files))
         s.budget = budgets[fn.name].registers
-        s.steps = occupancy_steps(sm, block_size(fn.directives), 255)
+        s.steps = occupancy_steps(sm, block_size(fn.directives), 255,
+                                  own_static_shared(fn, decls))
         series.append(s)
     if path.lower().endswith(".png"):
         write_output(path, png_plot(series))

@@ -421,3 +421,15 @@ def test_analyze_counts_the_kernels_own_shared_memory(tmp_path, capsys):
         4, "shared memory")
     assert row["what_to_change"]["next_step"] is None
     assert "limited by shared memory" in row["what_to_change"]["note"]
+
+
+def test_the_html_report_counts_the_kernels_own_shared_memory(tmp_path):
+    t = kernel(".maxntid 64, 1, 1", extra_decl=".shared .align 4 .b8 buf[40000];")
+    t = t.replace("\tst.global.f32 [%rd1], ", "\tst.shared.u32 [buf+4], %r1;\n"
+                  "\tst.global.f32 [%rd1], ", 1)
+    path, out = tmp_path / "k.ptx", tmp_path / "r.html"
+    path.write_text(t)
+    assert main(["report", str(path), "-o", str(out), "--no-ptxas"]) == 0
+    page = out.read_text()
+    assert "block size 64, 40000 bytes of .shared a block" in page
+    assert re.search(r"<td class=\"num\">64</td><td>8 warps, 12 % \(shared memory\)</td>", page)
