@@ -1,6 +1,7 @@
 """Spill slots promoted to a register the allocation left free (issue 13; spill/promote.py):
 the stores and reloads become ``//@move`` copies, proven by the checker, without raising the
-register count; a slot nothing accesses any more takes no frame bytes."""
+register count (``SpillSlotsToRegisters=1``) or up to the budget (``=2``, the default); a
+slot nothing accesses any more takes no frame bytes."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ptxalloc import ptxas
 from ptxalloc.pipeline import allocate
 
 OFF = {"SpillSlotsToRegisters": 0}
+BELOW_MARK = {"SpillSlotsToRegisters": 1}      # registers below the high-water mark only
 
 
 def _bytes(res) -> int:
@@ -22,7 +24,7 @@ def test_a_slot_with_a_free_register_becomes_copies():
     whole slot range: the store and reload become copies and the frame disappears."""
     text = (DATA / "abi" / "tail.ptx").read_text()
     off = allocate(text, registers=3, knobs=OFF)
-    on = allocate(text, registers=3)
+    on = allocate(text, registers=3, knobs=BELOW_MARK)
     k_off = next(f for f in off.functions if f.name == "k_tail")
     k_on = next(f for f in on.functions if f.name == "k_tail")
     assert "//@spill %r3#" in k_off.text and "//@reload %r3#" in k_off.text
@@ -41,8 +43,35 @@ def test_a_slot_with_a_free_register_becomes_copies():
                                     ("abi/fib.ptx", 3), ("diff/acc16_sm90.ptx", 6)])
 def test_promotion_lowers_spill_bytes_and_is_proven(name, k):
     text = (DATA / name).read_text()
-    on = allocate(text, registers=k)
+    on = allocate(text, registers=k, knobs=BELOW_MARK)
     off = allocate(text, registers=k, knobs=OFF)
     assert _bytes(on) < _bytes(off)
     assert [f.registers for f in on.functions] == [f.registers for f in off.functions]
     assert_verified(on)
+
+
+@pytest.mark.parametrize("allocator,name,k,function", [
+    ("fatpoint", "abi/param_scopes.ptx", 3, "pair"),
+    ("briggs", "hand/many_preds.ptx", 5, "many_preds"),
+    ("briggs", "loops_sm80.ptx", 5, "_Z7k_earlyPiPKiii"),
+])
+def test_promotion_up_to_the_budget(allocator, name, k, function):
+    """A function that spills with registers of its budget unused (fat-point's ``pair`` at
+    K = 3 uses 2 and spills 8 bytes): ``SpillSlotsToRegisters=2`` (the default) puts slots in
+    those registers, so spill bytes fall (``pair``: to none) and the registers used rise, never
+    above the budget; the checker proves it and ptxas assembles it."""
+    text = (DATA / name).read_text()
+    below = allocate(text, registers=k, allocator=allocator, knobs=BELOW_MARK)
+    budget = allocate(text, registers=k, allocator=allocator)
+    f_below = next(f for f in below.functions if f.name == function)
+    f_budget = next(f for f in budget.functions if f.name == function)
+    assert f_below.registers < k
+    got = f_budget.spill_stores_bytes + f_budget.spill_loads_bytes
+    assert got < f_below.spill_stores_bytes + f_below.spill_loads_bytes
+    assert f_below.registers < f_budget.registers <= k
+    if function == "pair":
+        assert got == 0 and "//@move" in f_budget.text
+    assert_verified(budget)
+    if ptxas.available():
+        out = ptxas.assemble(budget.ptx, "sm_80")
+        assert out.ok, out.output

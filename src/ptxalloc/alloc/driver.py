@@ -186,6 +186,7 @@ class Allocation:
     analysis: FunctionAnalysis | None = None
     problem: Problem | None = None
     coloring: Coloring | None = None
+    promoted_registers: int = 0         # registers used by promoted spill slots (see _finish)
 
 
 class _Clock:
@@ -567,16 +568,18 @@ def _promote_spill_slots(a: Allocation, cfg: CFG, start: dict[int, int],
                          shapes: dict[int, Shape]) -> CFG:
     """Spill slots whose whole live range found a register free after all become register
     copies (:mod:`ptxalloc.spill.promote`, knob ``SpillSlotsToRegisters``); the CFG after."""
-    if not knob_table.resolve(a.options.knobs)["SpillSlotsToRegisters"]:
+    mode = knob_table.resolve(a.options.knobs)["SpillSlotsToRegisters"]
+    if not mode:
         return cfg
     copies, new_starts = promote_slots(cfg, a.work.regs, start, shapes, a.regfile,
-                                       _call_clobbers(a, cfg))
+                                       _call_clobbers(a, cfg), up_to_budget=mode >= 2)
     if not copies:
         return cfg
     regs = a.work.regs
     for v, s in new_starts.items():
         start[v] = s
         shapes[v] = vreg_shape(regs.classes[v], regs.vec[v])
+        a.promoted_registers = max(a.promoted_registers, (s + shapes[v].units - 1) // 2 + 1)
     a.work.body = [copies.get(id(s), s) for s in a.work.body]
     return CFG(a.work)
 
@@ -633,7 +636,8 @@ def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], ste
                                  array_decl, removed_copies)
     result.function = out
     result.names = names
-    result.registers = high_water(problem, coloring.start)
+    # slots promoted above the coloring's high-water mark (SpillSlotsToRegisters=2) count too
+    result.registers = max(high_water(problem, coloring.start), a.promoted_registers)
     result.predicates = max(preds, default=-1) + 1
     if a.uniform is not None:
         result.uniform_mask = a.uniform.mask()

@@ -19,7 +19,7 @@ SpillReloadFromRegister                       -         1  a reload of a value s
 SpillDeadStores                               -         1  remove stores no reload reads
 SpillSplitRegions                             -         1  one reload serves a block's run of uses
 SpillSplitLoops                               -         1  one reload before a loop serves its uses
-SpillSlotsToRegisters                         -         1  a slot with a register free: copies
+SpillSlotsToRegisters                         -         2  a slot with a register free: copies
 schedule                                      -         0  ptxalloc's own: 1 = schedule first
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
@@ -120,9 +120,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "1: a spilled value a loop reads but never writes is reloaded once before the loop "
          "where the loop has room (split at loop boundaries, spill/split.py)",
          maximum=1, scope="all"),
-    Knob("SpillSlotsToRegisters", None, 1, True, 0,
+    Knob("SpillSlotsToRegisters", None, 2, True, 0,
          "1: after allocation, a spill slot whose whole live range has a register free "
-         "becomes copies to and from that register (spill/promote.py)", maximum=1, scope="all"),
+         "below the high-water mark becomes copies to and from that register "
+         "(spill/promote.py), 2 = any register of the budget", maximum=2, scope="all"),
     Knob("schedule", None, 0, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 0 = off", maximum=1, scope="all"),

@@ -12,9 +12,12 @@ A slot qualifies when it is accessed only by spill stores and reloads of one val
 saves around calls, not the callee-saved prologue) of a general register. ``F`` must be free at
 every point where the slot is live (from each store to the reloads it reaches: the slot
 liveness of :mod:`slots`) and at each store: no register placed on its units is live after the
-point or defined there, and no call there destroys it. Only registers below the allocation's
-high-water mark are used, so the function's register count does not change. Slots are
-promoted greedily, the most accessed (by block frequency) first. Knob ``SpillSlotsToRegisters``.
+point or defined there, and no call there destroys it. Slots are promoted greedily, the most
+accessed (by block frequency) first. Knob ``SpillSlotsToRegisters``: 1 uses registers below
+the allocation's high-water mark only, so the function's register count does not change; 2
+(the default) any register of the budget, as ptxas does when it spills: a function that spills
+with registers of its budget unused (fat-point's coloring can leave some) turns slots into
+registers up to the budget, and reports the registers so used.
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ _VALUE_ACCESSES = frozenset((EditKind.SPILL, EditKind.RELOAD))
 
 
 def promote_slots(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[int, Shape],
-                  regfile: RegFile, clobbers: dict[int, int]
+                  regfile: RegFile, clobbers: dict[int, int], up_to_budget: bool = False
                   ) -> tuple[dict[int, Instruction], dict[int, int]]:
     """The copies replacing the accesses of every promoted slot (``id(instr) -> copy``) and
-    the start unit of each new register that holds a promoted slot."""
+    the start unit of each new register that holds a promoted slot; with ``up_to_budget``
+    any register of ``regfile``, else only those below the high-water mark."""
     accesses: dict[Slot, list[Instruction]] = {}
     refused: set[Slot] = set()
     for ins in cfg.instrs:
@@ -52,7 +56,8 @@ def promote_slots(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[
         return {}, {}
     top = max((s + shapes[v].units for v, s in start.items() if shapes[v].file == GPR),
               default=0)
-    limit = top + top % 2                   # units below the high-water mark
+    # units below the high-water mark, or every unit of the budget
+    limit = regfile.size(Shape(GPR, 1, 1)) if up_to_budget else top + top % 2
     key_index = {s: i for i, s in enumerate(accesses)}
     busy = _busy_units(cfg, start, shapes, clobbers)
     points = _slot_points(cfg, key_index)
