@@ -53,7 +53,7 @@ from ..passes.convention import bind_convention
 from ..passes.legalize import legalize_tuples
 from ..passes.serialize_wgmma import serialize_wgmma
 from ..spill.lazy import dead_spill_stores, reload_moves, remove_redundant_spill_code
-from ..spill.promote import promote_slots
+from ..spill.promote import forward_reloads, promote_slots
 from ..spill.remat import COMPUTE_COST, remat_candidates
 from ..spill.rewrite import SpillState, rewrite_spills
 from ..spill import shared
@@ -567,21 +567,50 @@ def _call_clobbers(a: Allocation, cfg: CFG) -> dict[int, int]:
 def _promote_spill_slots(a: Allocation, cfg: CFG, start: dict[int, int],
                          shapes: dict[int, Shape]) -> CFG:
     """Spill slots whose whole live range found a register free after all become register
-    copies (:mod:`ptxalloc.spill.promote`, knob ``SpillSlotsToRegisters``); the CFG after."""
-    mode = knob_table.resolve(a.options.knobs)["SpillSlotsToRegisters"]
-    if not mode:
-        return cfg
-    copies, new_starts = promote_slots(cfg, a.work.regs, start, shapes, a.regfile,
-                                       _call_clobbers(a, cfg), up_to_budget=mode >= 2)
-    if not copies:
-        return cfg
+    copies (:mod:`ptxalloc.spill.promote`, knob ``SpillSlotsToRegisters``), then reloads a
+    register free since the slot's previous access in the block serves (knob
+    ``SpillReloadsToRegisters``), and stores no reload reads any more are dropped; the CFG
+    after."""
+    switches = knob_table.resolve(a.options.knobs)
+    mode = switches["SpillSlotsToRegisters"]
+    regs = a.work.regs
+    changed = False
+    if mode:
+        copies, new_starts = promote_slots(cfg, regs, start, shapes, a.regfile,
+                                           _call_clobbers(a, cfg), up_to_budget=mode >= 2)
+        if copies:
+            _place_promoted(a, start, shapes, new_starts)
+            a.work.body = [copies.get(id(s), s) for s in a.work.body]
+            cfg = CFG(a.work)
+            changed = True
+    if switches["SpillReloadsToRegisters"]:
+        after, copies, new_starts = forward_reloads(cfg, regs, start, shapes, a.regfile,
+                                                    _call_clobbers(a, cfg))
+        if copies:
+            _place_promoted(a, start, shapes, new_starts)
+            body = []
+            for s in a.work.body:
+                body.append(copies.get(id(s), s))
+                if id(s) in after:
+                    body.append(after[id(s)])
+            a.work.body = body
+            cfg = CFG(a.work)
+            changed = True
+    dead = dead_spill_stores(cfg) if changed and switches["SpillDeadStores"] else ()
+    if dead:
+        a.work.body = [s for s in a.work.body if id(s) not in dead]
+        cfg = CFG(a.work)
+    return cfg
+
+
+def _place_promoted(a: Allocation, start: dict[int, int], shapes: dict[int, Shape],
+                    new_starts: dict[int, int]) -> None:
+    """The registers holding promoted slots placed, and counted in the registers used."""
     regs = a.work.regs
     for v, s in new_starts.items():
         start[v] = s
         shapes[v] = vreg_shape(regs.classes[v], regs.vec[v])
         a.promoted_registers = max(a.promoted_registers, (s + shapes[v].units - 1) // 2 + 1)
-    a.work.body = [copies.get(id(s), s) for s in a.work.body]
-    return CFG(a.work)
 
 
 def _drop_copies_in_place(a: Allocation, cfg: CFG, names: list[str]) -> tuple[CFG, set[int]]:

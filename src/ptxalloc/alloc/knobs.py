@@ -20,6 +20,7 @@ SpillDeadStores                               -         1  remove stores no relo
 SpillSplitRegions                             -         1  one reload serves a block's run of uses
 SpillSplitLoops                               -         1  one reload before a loop serves its uses
 SpillSlotsToRegisters                         -         2  a slot with a register free: copies
+SpillReloadsToRegisters                       -         1  a reload a free register serves: copies
 schedule                                      -         0  ptxalloc's own: 1 = schedule first
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
@@ -124,6 +125,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "1: after allocation, a spill slot whose whole live range has a register free "
          "below the high-water mark becomes copies to and from that register "
          "(spill/promote.py), 2 = any register of the budget", maximum=2, scope="all"),
+    Knob("SpillReloadsToRegisters", None, 1, True, 0,
+         "1: after allocation, a reload that a register free since the slot's previous "
+         "access in the block can serve becomes copies through that register "
+         "(spill/promote.py)", maximum=1, scope="all"),
     Knob("schedule", None, 0, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 0 = off", maximum=1, scope="all"),

@@ -133,3 +133,63 @@ def _slot_points(cfg: CFG, key_index: dict[Slot, int]) -> list[list[int]]:
             else:
                 live |= 1 << i
     return points
+
+
+def forward_reloads(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[int, Shape],
+                    regfile: RegFile, clobbers: dict[int, int]
+                    ) -> tuple[dict[int, Instruction], dict[int, Instruction], dict[int, int]]:
+    """Reloads served by a register free since the previous access of their slot in the block
+    (knob ``SpillReloadsToRegisters``): where a slot is accessed at ``q`` (a spill store of
+    ``H`` or a reload into ``H``) and reloaded at a later ``p`` of the same block, with no
+    access of the slot between, and a register ``F`` of the value's shape is free at every
+    point from ``q`` to ``p`` (no register placed on its units live after or defined at one,
+    no call destroying it), ``mov F, H`` goes right after ``q`` and the reload becomes ``mov R,
+    F`` — a local-memory load less, one copy more (none when ``F`` is ``H``'s or ``R``'s
+    register: such copies are dropped). Whole slots are :func:`promote_slots`'s; this serves
+    what it leaves, one interval at a time, in block order. Returns the copies to insert after
+    instructions (``id(q) -> copy``), the copies replacing reloads (``id(p) -> copy``) and the
+    start unit of each new register."""
+    busy = _busy_units(cfg, start, shapes, clobbers)
+    after: dict[int, Instruction] = {}
+    copies: dict[int, Instruction] = {}
+    new_starts: dict[int, int] = {}
+    refused: set = set()
+    for ins in cfg.instrs:
+        o = ins.origin
+        if o is not None and o.slot is not None and o.kind not in _VALUE_ACCESSES:
+            refused.add(o.slot)                 # saves around calls, callee-saved registers
+    for b in cfg.blocks:
+        last: dict = {}                         # slot -> (point, holder) of its last access
+        for k, ins in enumerate(b.instrs):
+            p = b.first + k
+            o = ins.origin
+            if o is None or o.slot is None or o.slot in refused:
+                continue
+            holder = build.stored(ins) if o.stores else ins.defs[0]
+            if holder not in start or shapes[holder].file != GPR:
+                last.pop(o.slot, None)
+                continue
+            prev = last.get(o.slot)
+            last[o.slot] = (p, holder)
+            if o.stores or prev is None or shapes[prev[1]] != shapes[holder]:
+                continue
+            q, held = prev
+            shape = shapes[holder]
+            taken = 0
+            for i in range(q, p):
+                taken |= busy[i]
+            place = next(((s, m) for s, m in regfile.placements(shape) if not m & taken), None)
+            if place is None:
+                continue
+            s, m = place
+            for i in range(q, p):
+                busy[i] |= m
+            f = regs.like(holder, f"{regs.names[holder]}$r")
+            new_starts[f] = s
+            first = build.copy(regs, f, held, ins.line)
+            first.origin = Edit(EditKind.MOVE, o.value)
+            after[id(cfg.instrs[q])] = first
+            second = build.copy(regs, holder, f, ins.line)
+            second.origin = Edit(EditKind.MOVE, o.value)
+            copies[id(ins)] = second
+    return after, copies, new_starts
