@@ -20,7 +20,8 @@ from ptxalloc.pipeline import allocate
 
 K = 24
 OFF = {"RematParamLoads": 0, "SpillReloadFromRegister": 0, "SpillDeadStores": 0,
-       "SpillSplitRegions": 0, "SpillSplitLoops": 0, "SpillSlotsToRegisters": 0}
+       "SpillSplitRegions": 0, "SpillSplitLoops": 0, "SpillSlotsToRegisters": 0,
+       "SpillReloadsToRegisters": 0}
 
 
 def _sample() -> list:
