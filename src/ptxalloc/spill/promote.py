@@ -138,17 +138,17 @@ def _slot_points(cfg: CFG, key_index: dict[Slot, int]) -> list[list[int]]:
 def forward_reloads(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[int, Shape],
                     regfile: RegFile, clobbers: dict[int, int]
                     ) -> tuple[dict[int, Instruction], dict[int, Instruction], dict[int, int]]:
-    """Reloads served by a register free since the previous access of their slot in the block
-    (knob ``SpillReloadsToRegisters``): where a slot is accessed at ``q`` (a spill store of
-    ``H`` or a reload into ``H``) and reloaded at a later ``p`` of the same block, with no
-    access of the slot between, and a register ``F`` of the value's shape is free at every
-    point from ``q`` to ``p`` (no register placed on its units live after or defined at one,
-    no call destroying it), ``mov F, H`` goes right after ``q`` and the reload becomes ``mov R,
-    F`` — a local-memory load less, one copy more (none when ``F`` is ``H``'s or ``R``'s
-    register: such copies are dropped). Whole slots are :func:`promote_slots`'s; this serves
-    what it leaves, one interval at a time, in block order. Returns the copies to insert after
-    instructions (``id(q) -> copy``), the copies replacing reloads (``id(p) -> copy``) and the
-    start unit of each new register."""
+    """Reloads served by a register free since the previous access of their slot (knob
+    ``SpillReloadsToRegisters``): where a slot is accessed at ``q`` (a spill store of ``H`` or
+    a reload into ``H``) and reloaded at a later ``p`` of the same extended block (a block
+    continues its only predecessor), with no access of the slot between, and a register ``F``
+    of the value's shape is free at every point from ``q`` to ``p`` (no register placed on its
+    units live after or defined at one, no call destroying it), ``mov F, H`` goes right after
+    ``q`` and the reload becomes ``mov R, F`` — a local-memory load less, one copy more (none
+    when ``F`` is ``H``'s or ``R``'s register: such copies are dropped). Whole slots are
+    :func:`promote_slots`'s; this serves what it leaves, one interval at a time, in block
+    order. Returns the copies to insert after instructions (``id(q) -> copy``), the copies
+    replacing reloads (``id(p) -> copy``) and the start unit of each new register."""
     busy = _busy_units(cfg, start, shapes, clobbers)
     after: dict[int, Instruction] = {}
     copies: dict[int, Instruction] = {}
@@ -158,8 +158,15 @@ def forward_reloads(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dic
         o = ins.origin
         if o is not None and o.slot is not None and o.kind not in _VALUE_ACCESSES:
             refused.add(o.slot)                 # saves around calls, callee-saved registers
+    # per slot: (q, holder, the point ranges [lo, hi) crossed in earlier blocks, the first
+    # point of the current block's range); per block id, that table at its end
+    at_end: dict[int, dict] = {}
     for b in cfg.blocks:
-        last: dict = {}                         # slot -> (point, holder) of its last access
+        end = b.first + len(b.instrs)
+        last: dict = {}
+        if len(b.preds) == 1 and b.preds[0] in at_end:
+            last = {slot: (q, held, done, b.first)
+                    for slot, (q, held, done) in at_end[b.preds[0]].items()}
         for k, ins in enumerate(b.instrs):
             p = b.first + k
             o = ins.origin
@@ -170,20 +177,23 @@ def forward_reloads(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dic
                 last.pop(o.slot, None)
                 continue
             prev = last.get(o.slot)
-            last[o.slot] = (p, holder)
+            last[o.slot] = (p, holder, (), p)
             if o.stores or prev is None or shapes[prev[1]] != shapes[holder]:
                 continue
-            q, held = prev
+            q, held, done, lo = prev
+            ranges = done + ((lo, p),)
             shape = shapes[holder]
             taken = 0
-            for i in range(q, p):
-                taken |= busy[i]
+            for r_lo, r_hi in ranges:
+                for i in range(r_lo, r_hi):
+                    taken |= busy[i]
             place = next(((s, m) for s, m in regfile.placements(shape) if not m & taken), None)
             if place is None:
                 continue
             s, m = place
-            for i in range(q, p):
-                busy[i] |= m
+            for r_lo, r_hi in ranges:
+                for i in range(r_lo, r_hi):
+                    busy[i] |= m
             f = regs.like(holder, f"{regs.names[holder]}$r")
             new_starts[f] = s
             first = build.copy(regs, f, held, ins.line)
@@ -192,4 +202,6 @@ def forward_reloads(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dic
             second = build.copy(regs, holder, f, ins.line)
             second.origin = Edit(EditKind.MOVE, o.value)
             copies[id(ins)] = second
+        at_end[b.id] = {slot: (q, held, done + ((lo, end),))
+                        for slot, (q, held, done, lo) in last.items()}
     return after, copies, new_starts
