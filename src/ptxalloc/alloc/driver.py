@@ -575,9 +575,11 @@ def _promote_spill_slots(a: Allocation, cfg: CFG, start: dict[int, int],
     mode = switches["SpillSlotsToRegisters"]
     regs = a.work.regs
     changed = False
+    forbidden = _unsaved_callee_saved(a)
     if mode:
         copies, new_starts = promote_slots(cfg, regs, start, shapes, a.regfile,
-                                           _call_clobbers(a, cfg), up_to_budget=mode >= 2)
+                                           _call_clobbers(a, cfg), up_to_budget=mode >= 2,
+                                           forbidden=forbidden)
         if copies:
             _place_promoted(a, start, shapes, new_starts)
             a.work.body = [copies.get(id(s), s) for s in a.work.body]
@@ -585,7 +587,7 @@ def _promote_spill_slots(a: Allocation, cfg: CFG, start: dict[int, int],
             changed = True
     if switches["SpillReloadsToRegisters"]:
         after, copies, new_starts = forward_reloads(cfg, regs, start, shapes, a.regfile,
-                                                    _call_clobbers(a, cfg))
+                                                    _call_clobbers(a, cfg), forbidden)
         if copies:
             _place_promoted(a, start, shapes, new_starts)
             body = []
@@ -601,6 +603,19 @@ def _promote_spill_slots(a: Allocation, cfg: CFG, start: dict[int, int],
         a.work.body = [s for s in a.work.body if id(s) not in dead]
         cfg = CFG(a.work)
     return cfg
+
+
+def _unsaved_callee_saved(a: Allocation) -> int:
+    """The units of a ``.func``'s callee-saved registers its prologue does not save (the
+    coloring does not use them): a register promoted into one would break the caller's."""
+    if not (a.info.active and a.work.kind == "func"):
+        return 0
+    saved = set(a.info.callee_saved_used or ())
+    mask = 0
+    for r in a.conv.callee_saved:
+        if r not in saved:
+            mask |= 3 << (2 * r)
+    return mask
 
 
 def _place_promoted(a: Allocation, start: dict[int, int], shapes: dict[int, Shape],

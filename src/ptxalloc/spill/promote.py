@@ -36,11 +36,12 @@ _VALUE_ACCESSES = frozenset((EditKind.SPILL, EditKind.RELOAD))
 
 
 def promote_slots(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[int, Shape],
-                  regfile: RegFile, clobbers: dict[int, int], up_to_budget: bool = False
-                  ) -> tuple[dict[int, Instruction], dict[int, int]]:
+                  regfile: RegFile, clobbers: dict[int, int], up_to_budget: bool = False,
+                  forbidden: int = 0) -> tuple[dict[int, Instruction], dict[int, int]]:
     """The copies replacing the accesses of every promoted slot (``id(instr) -> copy``) and
     the start unit of each new register that holds a promoted slot; with ``up_to_budget``
-    any register of ``regfile``, else only those below the high-water mark."""
+    any register of ``regfile``, else only those below the high-water mark; never the units
+    ``forbidden`` (a ``.func``'s callee-saved registers its prologue does not save)."""
     accesses: dict[Slot, list[Instruction]] = {}
     refused: set[Slot] = set()
     for ins in cfg.instrs:
@@ -74,7 +75,7 @@ def promote_slots(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[
         value_reg = build.stored(first) if first.origin.stores else first.defs[0]
         shape = shapes[value_reg]
         where = points[key_index[slot]]
-        taken = 0
+        taken = forbidden
         for p in where:
             taken |= busy[p]
         place = next(((s, m) for s, m in regfile.placements(shape)
@@ -136,7 +137,7 @@ def _slot_points(cfg: CFG, key_index: dict[Slot, int]) -> list[list[int]]:
 
 
 def forward_reloads(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[int, Shape],
-                    regfile: RegFile, clobbers: dict[int, int]
+                    regfile: RegFile, clobbers: dict[int, int], forbidden: int = 0
                     ) -> tuple[dict[int, Instruction], dict[int, Instruction], dict[int, int]]:
     """Reloads served by a register free since the previous access of their slot (knob
     ``SpillReloadsToRegisters``): where a slot is accessed at ``q`` (a spill store of ``H`` or
@@ -147,7 +148,7 @@ def forward_reloads(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dic
     ``q`` and the reload becomes ``mov R, F`` — a local-memory load less, one copy more (none
     when ``F`` is ``H``'s or ``R``'s register: such copies are dropped). Whole slots are
     :func:`promote_slots`'s; this serves what it leaves, one interval at a time, in block
-    order. Returns the copies to insert after instructions (``id(q) -> copy``), the copies
+    order; never in the units ``forbidden``. Returns the copies to insert after instructions (``id(q) -> copy``), the copies
     replacing reloads (``id(p) -> copy``) and the start unit of each new register."""
     busy = _busy_units(cfg, start, shapes, clobbers)
     after: dict[int, Instruction] = {}
@@ -183,7 +184,7 @@ def forward_reloads(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dic
             q, held, done, lo = prev
             ranges = done + ((lo, p),)
             shape = shapes[holder]
-            taken = 0
+            taken = forbidden
             for r_lo, r_hi in ranges:
                 for i in range(r_lo, r_hi):
                     taken |= busy[i]
