@@ -53,7 +53,7 @@ from ..passes.convention import bind_convention
 from ..passes.legalize import legalize_tuples
 from ..passes.serialize_wgmma import serialize_wgmma
 from ..spill.lazy import dead_spill_stores, reload_moves, remove_redundant_spill_code
-from ..spill.promote import forward_reloads, promote_slots
+from ..spill.promote import busy_units, forward_reloads, promote_slots
 from ..spill.remat import COMPUTE_COST, remat_candidates
 from ..spill.rewrite import SpillState, rewrite_spills
 from ..spill import shared
@@ -573,13 +573,19 @@ def _promote_spill_slots(a: Allocation, cfg: CFG, start: dict[int, int],
     after."""
     switches = knob_table.resolve(a.options.knobs)
     mode = switches["SpillSlotsToRegisters"]
+    if not (mode or switches["SpillReloadsToRegisters"]) or not any(
+            ins.origin is not None and ins.origin.slot is not None for ins in cfg.instrs):
+        return cfg
     regs = a.work.regs
     changed = False
     forbidden = _unsaved_callee_saved(a)
+    clobbers = _call_clobbers(a, cfg)
+    # the units busy at each instruction, shared: promotion replaces accesses one for one
+    busy = busy_units(cfg, start, shapes, clobbers)
     if mode:
-        copies, new_starts = promote_slots(cfg, regs, start, shapes, a.regfile,
-                                           _call_clobbers(a, cfg), up_to_budget=mode >= 2,
-                                           forbidden=forbidden)
+        copies, new_starts = promote_slots(cfg, regs, start, shapes, a.regfile, clobbers,
+                                           up_to_budget=mode >= 2, forbidden=forbidden,
+                                           busy=busy)
         if copies:
             _place_promoted(a, start, shapes, new_starts)
             a.work.body = [copies.get(id(s), s) for s in a.work.body]
@@ -587,7 +593,7 @@ def _promote_spill_slots(a: Allocation, cfg: CFG, start: dict[int, int],
             changed = True
     if switches["SpillReloadsToRegisters"]:
         after, copies, new_starts = forward_reloads(cfg, regs, start, shapes, a.regfile,
-                                                    _call_clobbers(a, cfg), forbidden)
+                                                    clobbers, forbidden, busy)
         if copies:
             _place_promoted(a, start, shapes, new_starts)
             body = []

@@ -37,11 +37,14 @@ _VALUE_ACCESSES = frozenset((EditKind.SPILL, EditKind.RELOAD))
 
 def promote_slots(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[int, Shape],
                   regfile: RegFile, clobbers: dict[int, int], up_to_budget: bool = False,
-                  forbidden: int = 0) -> tuple[dict[int, Instruction], dict[int, int]]:
+                  forbidden: int = 0, busy: list[int] | None = None
+                  ) -> tuple[dict[int, Instruction], dict[int, int]]:
     """The copies replacing the accesses of every promoted slot (``id(instr) -> copy``) and
     the start unit of each new register that holds a promoted slot; with ``up_to_budget``
     any register of ``regfile``, else only those below the high-water mark; never the units
-    ``forbidden`` (a ``.func``'s callee-saved registers its prologue does not save)."""
+    ``forbidden`` (a ``.func``'s callee-saved registers its prologue does not save).
+    ``busy`` (:func:`busy_units`, computed when not given) gets the promoted registers' units
+    added where they are live."""
     accesses: dict[Slot, list[Instruction]] = {}
     refused: set[Slot] = set()
     for ins in cfg.instrs:
@@ -60,7 +63,8 @@ def promote_slots(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[
     # units below the high-water mark, or every unit of the budget
     limit = regfile.size(Shape(GPR, 1, 1)) if up_to_budget else top + top % 2
     key_index = {s: i for i, s in enumerate(accesses)}
-    busy = _busy_units(cfg, start, shapes, clobbers)
+    if busy is None:
+        busy = busy_units(cfg, start, shapes, clobbers)
     points = _slot_points(cfg, key_index)
     freq = [cfg.blocks[cfg.block_of[i]].freq for i in range(len(cfg.instrs))]
     index_of = {id(ins): i for i, ins in enumerate(cfg.instrs)}
@@ -96,7 +100,7 @@ def promote_slots(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[
     return copies, new_starts
 
 
-def _busy_units(cfg: CFG, start: dict[int, int], shapes: dict[int, Shape],
+def busy_units(cfg: CFG, start: dict[int, int], shapes: dict[int, Shape],
                 clobbers: dict[int, int]) -> list[int]:
     """Per instruction id, the general-register units occupied there: by the registers live
     after it, those it defines, and what a call destroys."""
@@ -137,7 +141,8 @@ def _slot_points(cfg: CFG, key_index: dict[Slot, int]) -> list[list[int]]:
 
 
 def forward_reloads(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[int, Shape],
-                    regfile: RegFile, clobbers: dict[int, int], forbidden: int = 0
+                    regfile: RegFile, clobbers: dict[int, int], forbidden: int = 0,
+                    busy: list[int] | None = None
                     ) -> tuple[dict[int, Instruction], dict[int, Instruction], dict[int, int]]:
     """Reloads served by a register free since the previous access of their slot (knob
     ``SpillReloadsToRegisters``): where a slot is accessed at ``q`` (a spill store of ``H`` or
@@ -148,9 +153,11 @@ def forward_reloads(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dic
     ``q`` and the reload becomes ``mov R, F`` — a local-memory load less, one copy more (none
     when ``F`` is ``H``'s or ``R``'s register: such copies are dropped). Whole slots are
     :func:`promote_slots`'s; this serves what it leaves, one interval at a time, in block
-    order; never in the units ``forbidden``. Returns the copies to insert after instructions (``id(q) -> copy``), the copies
+    order; never in the units ``forbidden``; ``busy`` as :func:`promote_slots` leaves it (the
+    instructions are the same, one for one). Returns the copies to insert after instructions (``id(q) -> copy``), the copies
     replacing reloads (``id(p) -> copy``) and the start unit of each new register."""
-    busy = _busy_units(cfg, start, shapes, clobbers)
+    if busy is None:
+        busy = busy_units(cfg, start, shapes, clobbers)
     after: dict[int, Instruction] = {}
     copies: dict[int, Instruction] = {}
     new_starts: dict[int, int] = {}
