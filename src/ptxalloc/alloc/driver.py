@@ -48,6 +48,7 @@ from ..errors import AllocationError
 from ..ir.build import stored, width_bytes
 from ..ir.cfg import CFG
 from ..ir.module import Function
+from ..ir.registers import RegClass
 from ..passes.asynchrony import bind_async_waits
 from ..passes.convention import bind_convention
 from ..passes.legalize import legalize_tuples
@@ -374,8 +375,31 @@ def _analyse(a: Allocation) -> dict:
             else (analysis.pressure.max_live, analysis.pressure.max_preds))
     if info.active:
         convention.cost_factors(analysis, a.conv, info)
+    weight = knob_table.resolve(a.options.knobs)["SpillStaticWeight"]
+    if weight:
+        _add_static_cost(analysis, weight, cheap)
     a.problem = _problem(a)
     return remat
+
+
+def _add_static_cost(analysis: FunctionAnalysis, weight: float, cheap: dict) -> None:
+    """Each spillable register's cost raised by ``weight`` per 32-bit word it would store or
+    reload: its definitions and uses in the program text, times its width (knob
+    ``SpillStaticWeight``). The seeds' cost counts accesses by block frequency, so in code
+    that rarely runs every value costs next to nothing and the choice ignores how many bytes
+    of spill code it writes; ptxas's figure (and issue 13's) counts them statically."""
+    costs = analysis.costs
+    regs = analysis.fn.regs
+    count = [0] * len(costs)
+    for ins in analysis.cfg.instrs:
+        for d in ins.defs:
+            count[d] += 1
+        for u in ins.uses:
+            count[u] += 1
+    for v, c in enumerate(costs):
+        if count[v] and v not in cheap and c != float("inf"):
+            words = 2 if regs.classes[v] in (RegClass.GPR64, RegClass.B128) else 1
+            costs[v] = c + weight * count[v] * words * max(regs.vec[v], 1)
 
 
 def _problem(a: Allocation) -> Problem:

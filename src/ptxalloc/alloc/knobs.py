@@ -129,6 +129,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "1: after allocation, a reload that a register free since the slot's previous "
          "access in the block can serve becomes copies through that register "
          "(spill/promote.py)", maximum=1, scope="all"),
+    Knob("SpillStaticWeight", None, 0, False, 0,
+         "cost added per 32-bit word of spill code a value's definitions and uses would "
+         "store or reload (0: the seeds' frequency-weighted cost alone)", scope="all"),
     Knob("schedule", None, 0, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 0 = off", maximum=1, scope="all"),
