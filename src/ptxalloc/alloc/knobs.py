@@ -21,6 +21,7 @@ SpillSplitRegions                             -         1  one reload serves a b
 SpillSplitLoops                               -         1  one reload before a loop serves its uses
 SpillSlotsToRegisters                         -         2  a slot with a register free: copies
 SpillReloadsToRegisters                       -         1  a reload a free register serves: copies
+SpillStaticWeight                             -        10  cost per word of spill code, static
 schedule                                      -         0  ptxalloc's own: 1 = schedule first
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
@@ -39,6 +40,9 @@ ConvertMemoryToRegisterOrUniform (:mod:`ptxalloc.passes.promote`), likewise for 
 (:mod:`ptxalloc.passes.recompute`). ``SpillEvict`` and ``SpillUncoalesced`` are second chances
 for briggs's spill choice after select (:mod:`ptxalloc.alloc.choice`; docs/decisions.md,
 "Second chances for the spill choice"); 0 gives the seeds' Briggs coloring exactly.
+``SpillStaticWeight`` (a number, 0 = the seeds' cost) adds to each value's spill cost that many
+units per 32-bit word of spill code its definitions and uses would need, for every allocator
+(docs/decisions.md, "Spill code counted statically").
 
 Two decisions (docs/decisions.md, "Fat-point allocator"):
 
@@ -129,7 +133,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "1: after allocation, a reload that a register free since the slot's previous "
          "access in the block can serve becomes copies through that register "
          "(spill/promote.py)", maximum=1, scope="all"),
-    Knob("SpillStaticWeight", None, 0, False, 0,
+    Knob("SpillStaticWeight", None, 10, False, 0,
          "cost added per 32-bit word of spill code a value's definitions and uses would "
          "store or reload (0: the seeds' frequency-weighted cost alone)", scope="all"),
     Knob("schedule", None, 0, True, 0,
