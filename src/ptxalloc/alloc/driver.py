@@ -623,8 +623,7 @@ def _promote_spill_slots(a: Allocation, cfg: CFG, start: dict[int, int],
             body = []
             for s in a.work.body:
                 body.append(copies.get(id(s), s))
-                if id(s) in after:
-                    body.append(after[id(s)])
+                body.extend(after.get(id(s), ()))
             a.work.body = body
             cfg = CFG(a.work)
             changed = True

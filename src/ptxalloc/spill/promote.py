@@ -143,7 +143,8 @@ def _slot_points(cfg: CFG, key_index: dict[Slot, int]) -> list[list[int]]:
 def forward_reloads(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[int, Shape],
                     regfile: RegFile, clobbers: dict[int, int], forbidden: int = 0,
                     busy: list[int] | None = None
-                    ) -> tuple[dict[int, Instruction], dict[int, Instruction], dict[int, int]]:
+                    ) -> tuple[dict[int, list[Instruction]], dict[int, Instruction],
+                               dict[int, int]]:
     """Reloads served by a register free since the previous access of their slot (knob
     ``SpillReloadsToRegisters``): where a slot is accessed at ``q`` (a spill store of ``H`` or
     a reload into ``H``) and reloaded at a later ``p`` of the same extended block (a block
@@ -154,11 +155,11 @@ def forward_reloads(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dic
     when ``F`` is ``H``'s or ``R``'s register: such copies are dropped). Whole slots are
     :func:`promote_slots`'s; this serves what it leaves, one interval at a time, in block
     order; never in the units ``forbidden``; ``busy`` as :func:`promote_slots` leaves it (the
-    instructions are the same, one for one). Returns the copies to insert after instructions (``id(q) -> copy``), the copies
-    replacing reloads (``id(p) -> copy``) and the start unit of each new register."""
+    instructions are the same, one for one). Returns the copies to insert after instructions (``id(q) -> copies``: an access can
+    serve a reload in each of its block's successors), the copies replacing reloads (``id(p) -> copy``) and the start unit of each new register."""
     if busy is None:
         busy = busy_units(cfg, start, shapes, clobbers)
-    after: dict[int, Instruction] = {}
+    after: dict[int, list[Instruction]] = {}
     copies: dict[int, Instruction] = {}
     new_starts: dict[int, int] = {}
     refused: set = set()
@@ -206,7 +207,7 @@ def forward_reloads(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dic
             new_starts[f] = s
             first = build.copy(regs, f, held, ins.line)
             first.origin = Edit(EditKind.MOVE, o.value)
-            after[id(cfg.instrs[q])] = first
+            after.setdefault(id(cfg.instrs[q]), []).append(first)
             second = build.copy(regs, holder, f, ins.line)
             second.origin = Edit(EditKind.MOVE, o.value)
             copies[id(ins)] = second
