@@ -155,8 +155,9 @@ def forward_reloads(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dic
     when ``F`` is ``H``'s or ``R``'s register: such copies are dropped). Whole slots are
     :func:`promote_slots`'s; this serves what it leaves, one interval at a time, in block
     order; never in the units ``forbidden``; ``busy`` as :func:`promote_slots` leaves it (the
-    instructions are the same, one for one). Returns the copies to insert after instructions (``id(q) -> copies``: an access can
-    serve a reload in each of its block's successors), the copies replacing reloads (``id(p) -> copy``) and the start unit of each new register."""
+    instructions are the same, one for one). Returns the copies to insert after instructions
+    (``id(q) -> copies``: an access can serve a reload in each of its block's successors), the
+    copies replacing reloads (``id(p) -> copy``) and the start unit of each new register."""
     if busy is None:
         busy = busy_units(cfg, start, shapes, clobbers)
     after: dict[int, list[Instruction]] = {}
