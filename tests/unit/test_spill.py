@@ -34,10 +34,11 @@ HDR = (".version 7.0\n.target sm_80\n.address_size 64\n\n"
 AS_WRITTEN = {"recompute": 0}
 RELOAD_PARAMS = {"RematParamLoads": 0, **AS_WRITTEN}
 #: ... and the clean-ups after allocation (spill/lazy.py, spill/promote.py) and live-range
-#: splitting (spill/split.py) off too, for the tests of the rewrite's own stores and reloads
+#: splitting (spill/split.py) off too, for the tests of the rewrite's own stores and reloads,
+#: with the seeds' spill cost (no static term)
 PLAIN_SPILL = {**RELOAD_PARAMS, "SpillReloadFromRegister": 0, "SpillDeadStores": 0,
                "SpillSplitRegions": 0, "SpillSplitLoops": 0, "SpillSlotsToRegisters": 0,
-               "SpillReloadsToRegisters": 0}
+               "SpillReloadsToRegisters": 0, "SpillStaticWeight": 0}
 
 #: six parameters and a constant; ten values live at once (MaxLive 10)
 SPILL = HDR + """.visible .entry spill6(.param .u32 p0, .param .u32 p1, .param .u32 p2,
