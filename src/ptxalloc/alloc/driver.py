@@ -48,7 +48,6 @@ from ..errors import AllocationError
 from ..ir.build import stored, width_bytes
 from ..ir.cfg import CFG
 from ..ir.module import Function
-from ..ir.registers import RegClass
 from ..passes.asynchrony import bind_async_waits
 from ..passes.convention import bind_convention
 from ..passes.legalize import legalize_tuples
@@ -398,8 +397,8 @@ def _add_static_cost(analysis: FunctionAnalysis, weight: float, cheap: dict) -> 
             count[u] += 1
     for v, c in enumerate(costs):
         if count[v] and v not in cheap and c != float("inf"):
-            words = 2 if regs.classes[v] in (RegClass.GPR64, RegClass.B128) else 1
-            costs[v] = c + weight * count[v] * words * max(regs.vec[v], 1)
+            words = max(1, width_bytes(regs, v) // 4)       # a predicate's home is 32 bits
+            costs[v] = c + weight * count[v] * words
 
 
 def _problem(a: Allocation) -> Problem:
