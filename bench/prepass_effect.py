@@ -1,8 +1,11 @@
 """The measured effect of seed 004's two pre-passes before allocation (issue 17):
 HoistInvariants (:mod:`ptxalloc.passes.hoist`, knob ``hoist``) and
-ConvertMemoryToRegisterOrUniform (:mod:`ptxalloc.passes.promote`, knob ``promote``).
+ConvertMemoryToRegisterOrUniform (:mod:`ptxalloc.passes.promote`, knob ``promote``); and of
+pointer families as induction variables (:mod:`ptxalloc.passes.induction`, knob ``induction``,
+issue 13), whose MaxLive is compared after recomputation with and without it (the pipeline's
+own choice: a function counts as changed only when the pipeline keeps the rewrite).
 
-    PYTHONPATH=src python3 bench/prepass_effect.py --pass hoist|promote [--budgets 32,255]
+    PYTHONPATH=src python3 bench/prepass_effect.py --pass hoist|promote|induction [--budgets 32,255]
         [--allocator briggs] [--sources corpus,triton] [--every N] [--files F.ptx ...]
         [--value 2]
 
@@ -47,6 +50,16 @@ def sources(which: list[str], every: int, files: list[str]) -> dict[str, list[Pa
 
 
 def run_pass(name: str, fn, module, value: int = 1):
+    if name == "induction":
+        from types import SimpleNamespace
+
+        from ptxalloc.pipeline import pre_passes
+        without, _ = pre_passes(fn, Options())
+        got, marks = pre_passes(fn, Options(knobs={"induction": 1}))
+        report = next((m[2] for m in marks if m[0] == "induction"), None)
+        if report is None:
+            return None
+        return SimpleNamespace(function=got, report=lambda: report, before=without)
     if name == "hoist":
         from ptxalloc.passes.hoist import hoist_function
         return hoist_function(fn, innermost_only=value == 2)
@@ -78,7 +91,7 @@ def measure(paths: list[Path], name: str, budgets: list[int], allocator: str,
             t["changed"] += 1
             for k, v in res.report().items():
                 t["what"][k] = t["what"].get(k, 0) + v
-            before = analyze_function(fn, sm).pressure.max_live
+            before = analyze_function(getattr(res, "before", fn), sm).pressure.max_live
             after = analyze_function(res.function, sm).pressure.max_live
             t["maxlive"][0] += before
             t["maxlive"][1] += after
@@ -107,7 +120,7 @@ def measure(paths: list[Path], name: str, budgets: list[int], allocator: str,
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pass", dest="name", choices=("hoist", "promote"), required=True)
+    ap.add_argument("--pass", dest="name", choices=("hoist", "promote", "induction"), required=True)
     ap.add_argument("--budgets", default="32,255", help="empty: no allocation")
     ap.add_argument("--allocator", default="briggs")
     ap.add_argument("--sources", default="corpus,triton")

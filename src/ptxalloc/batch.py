@@ -139,6 +139,7 @@ def _allocate_rows(module, options: BatchOptions) -> list[dict]:
 
 def _analyze_rows(module) -> list[dict]:
     from .analysis import analyze_function
+    from .analysis.static_shared import own_static_shared
     from .pipeline import fixed_budgets
     from .report.analysis_report import function_row
     from .target.sm import profile_for_module
@@ -146,10 +147,11 @@ def _analyze_rows(module) -> list[dict]:
     sm = profile_for_module(None, module)
     budgets = fixed_budgets(module, sm, None)
     rows = []
+    decls = module.declarations()
     for fn in module.functions:
         limit = budgets[fn.name]
         r = function_row(analyze_function(fn, sm), sm, limit.registers,
-                         budget_from=limit.source)
+                         budget_from=limit.source, static_shared=own_static_shared(fn, decls))
         r["function"] = r.pop("name")
         rows.append(r)
     return rows

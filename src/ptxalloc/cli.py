@@ -168,13 +168,11 @@ def _convention_figures(module, fn, sm, budget: int) -> dict | None:
     from .alloc.convention import applies
     from .alloc.driver import allocate_function
     from .errors import AllocationError
-    from .ir.instruction import Raw
 
     if not applies(fn):
         return None
     try:
-        result = allocate_function(fn, sm, budget, module_decls=[
-            it.text for it in module.items if type(it) is Raw])
+        result = allocate_function(fn, sm, budget, module_decls=module.declarations())
     except AllocationError:
         return None
     conv = result.extra.get("convention")
@@ -184,6 +182,7 @@ def _convention_figures(module, fn, sm, budget: int) -> dict | None:
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from .analysis import analyze_function
     from .analysis.sources import source_files
+    from .analysis.static_shared import own_static_shared
     from .pipeline import fixed_budgets
     from .report.analysis_report import format_text, function_row
     from .target.sm import profile_for_module
@@ -202,15 +201,16 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
                             args.override_directive_values)
     rows = []
     files = source_files(module)
+    decls = module.declarations()
     for fn in _select(module, args.function):
         limit = budgets[fn.name]
         rows.append(function_row(analyze_function(fn, sm), sm, limit.registers,
                                  convention=(_convention_figures(module, fn, sm, limit.registers)
                                              if args.convention else None),
                                  budget_from=limit.source, files=files, lines=args.lines,
-                                 block=block))
+                                 block=block, static_shared=own_static_shared(fn, decls)))
     if args.plot:
-        _write_plot(args.plot, _select(module, args.function), sm, files, budgets)
+        _write_plot(args.plot, _select(module, args.function), sm, files, budgets, decls)
     if args.json:
         from .report.schema import header
         print(json.dumps({**header("analyze", module.filename, sm.name), "functions": rows},
@@ -220,12 +220,14 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_plot(path: str, fns, sm, files, budgets) -> None:
-    """``analyze --plot``: the pressure plot of the selected functions, SVG written here or
-    PNG through matplotlib (the ``[plot]`` extra)."""
+def _write_plot(path: str, fns, sm, files, budgets, decls: list[str]) -> None:
+    """``analyze --plot``: the pressure plot of the selected functions (``decls`` the module's
+    declarations, for their static shared memory), SVG written here or PNG through matplotlib
+    (the ``[plot]`` extra)."""
     from .analysis import analyze_function
     from .analysis.line_pressure import line_pressure
     from .files import write_output
+    from .analysis.static_shared import own_static_shared
     from .report.pressure_plot import occupancy_steps, pressure_series, png_plot, svg_document, \
         svg_plot
     from .target.occupancy import block_size
@@ -235,7 +237,8 @@ def _write_plot(path: str, fns, sm, files, budgets) -> None:
         a = analyze_function(fn, sm)
         s = pressure_series(a, line_pressure(a.cfg, a.pressure, files))
         s.budget = budgets[fn.name].registers
-        s.steps = occupancy_steps(sm, block_size(fn.directives), 255)
+        s.steps = occupancy_steps(sm, block_size(fn.directives), 255,
+                                  own_static_shared(fn, decls))
         series.append(s)
     if path.lower().endswith(".png"):
         write_output(path, png_plot(series))
@@ -527,7 +530,7 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     from .analysis import analyze_function
     from .errors import AllocationError
     from .files import STDIO, check_paths, write_output
-    from .pipeline import allocate_module
+    from .pipeline import allocate_module, pre_passes
     from .report.dot_graph import interference_dot
     from .target.sm import profile_for_module
 
@@ -536,15 +539,18 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     module = _load(args)
     fn = _select(module, args.function)[0]
     sm = profile_for_module(None, module)
+    options = Options(allocator=args.allocator)
     try:
         result = allocate_module(module, budget, args.allocator, function=fn.name,
-                                 verify=not args.no_verify,
-                                 options=Options(allocator=args.allocator)).functions[0]
+                                 verify=not args.no_verify, options=options).functions[0]
     except AllocationError as e:
         print(f"ptxalloc: warning: {e}; the graph is drawn unallocated", file=sys.stderr)
         result = None
+    # the graph of the function the allocator colored: after the passes before allocation
+    # (recomputation adds registers, the schedule changes which values overlap)
+    drawn = pre_passes(fn, options, module.declarations())[0]
     write_output(args.output or STDIO,
-                 interference_dot(fn, analyze_function(fn, sm).graph, result))
+                 interference_dot(drawn, analyze_function(drawn, sm).graph, result))
     return 0
 
 
@@ -662,8 +668,19 @@ class _AllocatorNames:
         return api.names()
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose epilog may be a function, called only when the help is shown
+    (``allocate``'s knob table imports the knob registry and ``textwrap``: start-up pays for
+    it on every run otherwise, issue 16). Subcommand parsers are of the same class."""
+
+    def format_help(self) -> str:
+        if callable(self.epilog):
+            self.epilog = self.epilog()
+        return super().format_help()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="ptxalloc",
+    ap = _Parser(prog="ptxalloc",
                                  description="A register allocator for NVIDIA PTX.",
                                  epilog=EXIT_CODES)
     ap.add_argument("--version", action="version", version=f"ptxalloc {__version__}")
@@ -707,7 +724,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_cmd_analyze)
 
     p = sub.add_parser("allocate", help="allocate registers and write physical PTX",
-                       epilog=_knob_epilog(),
+                       epilog=_knob_epilog,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file")
     p.add_argument("-o", "--output", metavar="OUT.ptx",

@@ -21,8 +21,8 @@ from .alloc.driver import FunctionResult, Options, allocate_function
 from .alloc.output import (hoist_lines, mark_prepass, neutral, promote_lines,
                            schedule_lines)
 from .analysis.sources import source_files
+from .analysis.static_shared import own_static_shared
 from .errors import AllocationError, InternalError, UsageError
-from .ir.instruction import Raw
 from .ir.module import Function, Module
 from .ir.recompute import record_lines
 from .ptx import emit_function, emit_module
@@ -78,8 +78,12 @@ def pre_passes(original: Function, options: Options,
                module_decls: list[str] = ()) -> tuple[Function, list[tuple]]:
     """The function the allocator is given: ``original`` through the pre-passes the knobs
     switch on, in seed 004's order — ``hoist`` (:mod:`ptxalloc.passes.hoist`), ``promote``
-    (:mod:`ptxalloc.passes.promote`) — then ``recompute`` (:mod:`ptxalloc.passes.recompute`)
-    and ``schedule`` (:mod:`ptxalloc.passes.schedule`), each one's output the next one's input —
+    (:mod:`ptxalloc.passes.promote`) — then ``induction`` (:mod:`ptxalloc.passes.induction`,
+    kept only when MaxLive after ``recompute`` is lower with it), ``recompute``
+    (:mod:`ptxalloc.passes.recompute`) and ``schedule`` (:mod:`ptxalloc.passes.schedule`), each
+    one's output the next one's input (where the recomputation offers two plans, predicates
+    traded for their operands' ranges or not, each is scheduled and the one needing fewest
+    registers kept) —
     and, per pass that changed something, (knob, its record's ``//@`` lines, its report),
     which :func:`~ptxalloc.alloc.output.mark_prepass` writes into the output for the checker
     to replay."""
@@ -99,20 +103,57 @@ def pre_passes(original: Function, options: Options,
         if promoted:
             fn = promoted.function
             marks.append(("promote", promote_lines(promoted.arrays), promoted.report()))
+    if knobs["induction"]:
+        from .passes.induction import induction_function, worth_it
+        induced = induction_function(fn)
+        if induced:
+            recomputed = _recomputed(fn, knobs["recompute"])
+            both = _recomputed(induced.function, knobs["recompute"])
+            if worth_it(induced, recomputed.function if recomputed else fn,
+                        both.function if both else induced.function):
+                fn = induced.function
+                marks.append(("induction", [f.line() for f in induced.families],
+                              induced.report()))
+    choices = [None]
     if knobs["recompute"]:
-        from .passes.recompute import recompute_function
-        recomputed = recompute_function(fn, chains=knobs["recompute"] >= 2)
-        if recomputed:
-            fn = recomputed.function
-            marks.append(("recompute", record_lines(recomputed.records, recomputed.dead),
-                          recomputed.report()))
-    if knobs["schedule"]:
-        from .passes.schedule import schedule_function
-        scheduled = schedule_function(fn)
-        if scheduled:
-            fn = scheduled.function
-            marks.append(("schedule", schedule_lines(scheduled.order), scheduled.report()))
+        from .passes.recompute import recompute_choices
+        choices = recompute_choices(fn, chains=knobs["recompute"] >= 2)
+    # each recomputation with the schedule after it; of several (predicates traded for their
+    # operands' ranges or not), the one whose result needs fewest registers
+    best = None
+    for recomputed in choices:
+        start = recomputed.function if recomputed else fn
+        scheduled = None
+        if knobs["schedule"]:
+            from .passes.schedule import schedule_function
+            scheduled = schedule_function(start)
+        if len(choices) > 1:
+            from .analysis import pressure_of
+            from .passes.recompute import registers_needed
+            p = pressure_of(scheduled.function if scheduled else start)
+            need = registers_needed((p.max_live, p.max_preds))
+        else:
+            need = 0
+        if best is None or need < best[0]:
+            best = (need, recomputed, scheduled)
+    _, recomputed, scheduled = best
+    if recomputed:
+        fn = recomputed.function
+        marks.append(("recompute", record_lines(recomputed.records, recomputed.dead),
+                      recomputed.report()))
+    if scheduled:
+        fn = scheduled.function
+        marks.append(("schedule", schedule_lines(scheduled.order), scheduled.report()))
     return fn, marks
+
+
+def _recomputed(fn: Function, level: int):
+    """:func:`ptxalloc.passes.recompute.recompute_function` at the knob's ``level`` (2: with
+    chains), or None when it is off or changes nothing."""
+    if not level:
+        return None
+    from .passes.recompute import recompute_function
+    return recompute_function(fn, chains=level >= 2)
 
 
 def pre_pass_note(key: str, report: dict) -> str:
@@ -123,6 +164,10 @@ def pre_pass_note(key: str, report: dict) -> str:
     if key == "promote":
         return (f"promoted {report['arrays']} .local arrays ({report['local_bytes']} bytes, "
                 f"{report['accesses']} loads and stores) to {report['slots']} registers")
+    if key == "induction":
+        return (f"rewrote {report['families']} loop-carried pointer families "
+                f"({report['pointers']} pointers) as induction variables: MaxLive after "
+                f"recomputation {report['max_live_before']} -> {report['max_live_after']}")
     if key == "recompute":
         return (f"recomputed {report['values']} values at their uses ({report['inserted']} "
                 f"instructions inserted): MaxLive {report['max_live_before']} -> "
@@ -171,7 +216,7 @@ def allocate_module(module: Module, registers: int | str | None = None,
             raise UsageError(f"{module.filename}: no function named '{function}'")
     results = []
     texts = {}
-    decls = [it.text for it in module.items if type(it) is Raw]
+    decls = module.declarations()
     files = source_files(module)
     for original in fns:
         fn, marks = pre_passes(original, options, decls)
@@ -193,7 +238,7 @@ def allocate_module(module: Module, registers: int | str | None = None,
             res.extra[key] = report
             res.notes.append(pre_pass_note(key, report))
         res.extra["spills"] = explain_spills(fn, res, sm, files)
-        res.extra["occupancy"] = _occupancy(sm, res, fn)
+        res.extra["occupancy"] = _occupancy(sm, res, fn, decls)
         res.text = emit_function(res.function, res.names.__getitem__)
         texts[fn.name] = res.text
         results.append(res)
@@ -217,14 +262,16 @@ def allocate_module(module: Module, registers: int | str | None = None,
     return ModuleResult(text, results, sm, module.filename)
 
 
-def _occupancy(sm: SMProfile, res: FunctionResult, fn) -> dict:
-    """The occupancy of an allocated function at its launch bound's block size (else 256); with
-    a shared spill area, at that area's block size and counting its bytes with the function's
-    own static ``.shared`` (the area's ``occupancy_without`` is the same registers and the
-    function's own shared memory without the area: what spilling to shared costs)."""
+def _occupancy(sm: SMProfile, res: FunctionResult, fn, decls: list[str]) -> dict:
+    """The occupancy of an allocated function at its launch bound's block size (else 256),
+    counting the function's own static ``.shared``; with a shared spill area, at that area's
+    block size and counting its bytes too (the area's ``occupancy_without`` is the same
+    registers and the function's own shared memory without the area: what spilling to shared
+    costs)."""
     area = res.extra.get("shared_spill")
     if area is None:
-        return occupancy(sm, res.registers, block_size(fn.directives)).as_dict()
+        return occupancy(sm, res.registers, block_size(fn.directives),
+                         own_static_shared(fn, decls)).as_dict()
     own = area.get("own_bytes", 0)
     area["occupancy_without"] = occupancy(sm, res.registers, area["block_size"],
                                           own).as_dict()

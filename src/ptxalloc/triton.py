@@ -25,6 +25,7 @@ def report(kernel, arch: str | None = None, block: int | None = None,
     ``block`` overrides the threads per block (Triton writes ``.reqntid``)."""
     from .analysis import analyze_function
     from .analysis.sources import source_files
+    from .analysis.static_shared import own_static_shared
     from .pipeline import fixed_budgets
     from .ptx import parse
     from .report.analysis_report import function_row
@@ -34,9 +35,11 @@ def report(kernel, arch: str | None = None, block: int | None = None,
     sm = profile_for_module(arch, module)
     budgets = fixed_budgets(module, sm, None)
     files = source_files(module)
+    decls = module.declarations()
     return [function_row(analyze_function(fn, sm), sm, budgets[fn.name].registers,
                          budget_from=budgets[fn.name].source, files=files, lines=lines,
-                         block=block) for fn in module.functions]
+                         block=block, static_shared=own_static_shared(fn, decls))
+            for fn in module.functions]
 
 
 def would_spill(kernel, registers: int, arch: str | None = None) -> bool:

@@ -10,6 +10,7 @@ import math
 import pytest
 
 from conftest import corpus_params, corpus_root
+from interference_reference import expected_adjacency
 from ptxalloc.analysis import analyze_function
 from ptxalloc.ptx import parse_file
 from ptxalloc.target.sm import profile_for
@@ -28,6 +29,9 @@ def test_every_function_analyses(entry):
         assert len(a.costs) == n and all(c >= 0 and not math.isnan(c) for c in a.costs)
         stats = a.graph.statistics()
         assert stats.nodes == n and 0.0 <= stats.density <= 1.0
+        # the graph is the one built edge by edge from the live sets
+        assert a.graph.adj == expected_adjacency(fn, a.cfg, a.liveness, a.graph.pred_mask,
+                                                 a.graph.gpr_mask)
         # MaxLive is the largest pressure anywhere, and the peak's live set is where it is
         if a.pressure.gpr:
             assert a.pressure.max_regs >= max(a.pressure.gpr)

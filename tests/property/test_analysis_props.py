@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from interference_reference import expected_adjacency
 from ptxalloc.analysis.interference import InterferenceGraph
 from ptxalloc.analysis.liveness import Liveness
 from ptxalloc.analysis.pressure import Pressure
@@ -194,29 +195,15 @@ def test_liveness_matches_brute_force(prog):
 
 
 def check_graph(fn, cfg, lv, g) -> None:
+    """``g`` is exactly the graph of SPEC 4.2 (no edge missing, none extra), symmetric,
+    irreflexive, with general registers and predicates apart."""
     classes = fn.regs.classes
     for u in range(g.nregs):
         assert not g.adj[u] >> u & 1
         for w in bits(g.adj[u]):
             assert g.adj[w] >> u & 1
             assert (classes[u] == RegClass.PRED) == (classes[w] == RegClass.PRED)
-    for b in cfg.blocks:
-        for ins, live in zip(b.instrs, lv.live_after(b.id)):
-            for d in ins.defs:
-                want = live & ~(1 << d)
-                if ins.is_copy:
-                    want &= ~(1 << ins.uses[0])
-                want &= g.pred_mask if classes[d] == RegClass.PRED else g.gpr_mask
-                assert g.adj[d] & want == want
-            if len(ins.defs) > 1:
-                for x in ins.defs:
-                    for y in ins.defs:
-                        if x != y:
-                            assert g.interferes(x, y)
-    entry = lv.entry_live
-    for v in bits(entry):
-        same = g.pred_mask if classes[v] == RegClass.PRED else g.gpr_mask
-        assert g.adj[v] & entry & same == entry & same & ~(1 << v)
+    assert g.adj == expected_adjacency(fn, cfg, lv, g.pred_mask, g.gpr_mask)
 
 
 @settings(max_examples=60, deadline=None)
@@ -230,6 +217,28 @@ def test_interference_graph_symmetric_irreflexive(prog):
     st_ = g.statistics()
     assert st_.edges == sum(a.bit_count() for a in g.adj) // 2
     assert st_.moves == sum(1 for ins in cfg.instrs if ins.is_copy)
+
+
+@settings(max_examples=60, deadline=None)
+@given(prog=programs(), pick=st.integers(min_value=0))
+def test_live_lengths_count_the_instructions_each_value_is_live_at(prog, pick):
+    """``analyze``'s live length of a value, counted per live segment, is the number of
+    instructions it is live after or defined by, counted instruction by instruction."""
+    from ptxalloc.analysis.explain_peak import live_lengths
+
+    fn = parse(prog.text(), "random.ptx").functions[0]
+    cfg = CFG(fn)
+    lv = Liveness(cfg)
+    want = pick & ((1 << len(fn.regs)) - 1)
+    expected = dict.fromkeys(bits(want), 0)
+    for b in cfg.blocks:
+        for ins, after in zip(b.instrs, lv.live_after(b.id)):
+            here = after
+            for d in ins.defs:
+                here |= 1 << d
+            for v in bits(here & want):
+                expected[v] += 1
+    assert live_lengths(cfg, lv, want) == expected
 
 
 # --- (b) MaxLive and cliques on straight-line code ---------------------------------------------

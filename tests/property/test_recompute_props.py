@@ -55,3 +55,26 @@ def test_rewriting_proven_and_a_changed_operand_refuted(text, rnd):
         bad.body = body[:k] + [ins.copy_with(ops)] + body[k + 1:]
         with pytest.raises(VerificationError):
             check_recomputation(fn, bad)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["GPR32", "GPR64", "H16", "PRED"]), min_size=2, max_size=300),
+       st.data())
+def test_narrower_sums_the_widths_of_the_extended_registers(classes, data):
+    """_narrower: the general registers of a bitset (any of them wide, at any register
+    number) together narrower than the value whose range they take over; False as soon as one
+    is not a 32- or 64-bit register."""
+    from types import SimpleNamespace
+
+    from ptxalloc.ir.registers import CLASS_BITS, RegClass
+    from ptxalloc.passes.recompute import _narrower
+    regs = SimpleNamespace(classes=[RegClass[c] for c in classes])
+    v = data.draw(st.integers(0, len(classes) - 1))
+    members = data.draw(st.sets(st.integers(0, len(classes) - 1), max_size=4))
+    extended = sum(1 << u for u in members)
+    general = (RegClass.GPR32, RegClass.GPR64)
+    if regs.classes[v] not in general or any(regs.classes[u] not in general for u in members):
+        expected = False
+    else:
+        expected = sum(CLASS_BITS[regs.classes[u]] for u in members) < CLASS_BITS[regs.classes[v]]
+    assert _narrower(regs, extended, v) == expected

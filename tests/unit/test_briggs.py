@@ -316,3 +316,30 @@ def test_cheapest_candidate_is_pushed_optimistically_first():
     # %r1 is the first node removed without being trivially colorable
     first_blocked = next(n for n in c.stack if p.wdeg[n] >= p.placements[n])
     assert first_blocked == r1
+
+
+@pytest.mark.parametrize("name,k", [("sm80_matmul.ptx", 255), ("sm80_matmul.ptx", 40),
+                                    ("sm80_softmax.ptx", 24)])
+def test_dense_degree_updates_color_exactly_like_the_plain_walk(monkeypatch, name, k):
+    """The numpy degree updates of dense graphs (``_DenseDegrees``) give the very coloring of
+    the plain walk: the same stack, placements, spills and optimistic count, on Triton kernels
+    with the density thresholds lowered so that they take the numpy path."""
+    import numpy
+
+    import ptxalloc.alloc.briggs as briggs
+    fn = parse_file(str(DATA / "triton" / name)).functions[0]
+    problem = problem_of(fn, k)
+    monkeypatch.setattr(briggs, "_dense_degrees", lambda p, active: None)
+    plain = color(problem_of(fn, k))
+    monkeypatch.undo()
+    monkeypatch.setattr(briggs, "DENSE_NODES", 0)
+    monkeypatch.setattr(briggs, "DENSE_DEGREE", 0)
+    monkeypatch.setattr(briggs, "numpy_when_worth", lambda work: numpy)
+    took = []
+    real = briggs._DenseDegrees.lower
+    monkeypatch.setattr(briggs._DenseDegrees, "lower",
+                        lambda self, n, nb: took.append(n) or real(self, n, nb))
+    dense = color(problem)
+    assert took
+    assert (dense.stack, dense.start, dense.spilled, dense.optimistic) == \
+        (plain.stack, plain.start, plain.spilled, plain.optimistic)

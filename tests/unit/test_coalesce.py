@@ -337,7 +337,9 @@ def test_weighted_degrees_stay_exact_through_merges(name, k, monkeypatch):
         assert not wrong, (wrong[:5], [(p.wdeg[n], p.weighted_degree(n)) for n in wrong[:5]])
         return got
     monkeypatch.setattr(driver, "coalesce", checked)
-    allocate_module(parse((DATA / f"{name}.ptx").read_text()), k, verify=False)
+    # in the order written: at K = 24 the scheduled vectors files leave coalescing no merge
+    allocate_module(parse((DATA / f"{name}.ptx").read_text()), k, verify=False,
+                    options=Options(knobs={"schedule": 0}))
     assert sum(merges) > 0
 
 
@@ -357,3 +359,4 @@ def test_scalar_merges_into_a_tuple_member():
     ld = re.search(r"ld\.shared\.v4\.u32\s+\{(%R\d+), (%R\d+), (%R\d+), (%R\d+)\}", res.ptx)
     mul = re.search(r"mul\.lo\.u32\s+%R\d+, (%R\d+),", res.ptx)
     assert ld and mul and mul.group(1) == ld.group(3)
+

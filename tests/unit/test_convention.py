@@ -161,7 +161,8 @@ def test_k64_callee_uses_callee_saved_register_with_prologue_and_epilogues():
     assert 24 <= n <= 30, r5
     lines = lines_of(mid.text)
     body = [ln for ln in lines if ln and not ln.startswith((".reg", ".local", "//@ptxalloc",
-                                                            "{", "}", ".func", ".param", ")"))]
+                                                            "//@schedule", "{", "}", ".func",
+                                                            ".param", ")"))]
     # the prologue: the first instruction stores R<n>
     assert re.fullmatch(rf"st\.local\.b32 \[__ptxalloc_spill\+\d+\], %R{n}; //@csave R{n}",
                         body[0]), body[0]

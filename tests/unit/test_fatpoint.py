@@ -396,9 +396,11 @@ def test_auto_budget_reports_why():
 
 def test_knobs_reach_the_allocator():
     text = FIVE
-    # the program as written must need the spill: no recomputation at the use first
-    a = allocate(text, 5, "fatpoint", knobs={"RegAllocNumNonSpillTrials": 0, "recompute": 0})
-    b = allocate(text, 5, "fatpoint", knobs={"RegAllocNumNonSpillTrials": 3, "recompute": 0})
+    # the program as written must need the spill: no recomputation at the use and no
+    # schedule first
+    written = {"recompute": 0, "schedule": 0}
+    a = allocate(text, 5, "fatpoint", knobs={"RegAllocNumNonSpillTrials": 0, **written})
+    b = allocate(text, 5, "fatpoint", knobs={"RegAllocNumNonSpillTrials": 3, **written})
     assert a.functions[0].verified and b.functions[0].verified
     # the first round: without retries only the NOSPILL attempt, with them SPILL retries too
     assert "SPILL@" not in a.functions[0].notes[0].replace("NOSPILL@", "")

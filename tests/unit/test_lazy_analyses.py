@@ -15,11 +15,30 @@ def test_costs_on_first_use_equal_the_eager_ones(monkeypatch):
     sm = profile_for("sm_80")
     a = analyze_function(fn, sm, remat={3: 0.5}, no_spill={1})
     calls = []
-    real = analysis.spill_costs
-    monkeypatch.setattr(analysis, "spill_costs", lambda *x: calls.append(x) or real(*x))
+    real = analysis.cost_terms
+    monkeypatch.setattr(analysis, "cost_terms", lambda *x: calls.append(x) or real(*x))
     first = a.costs
     assert a.costs is first and len(calls) == 1
-    assert first == real(a.cfg, a.liveness, a.mem_latency, {3: 0.5}, {1})
+    assert first == analysis.spill_costs(a.cfg, a.liveness, a.mem_latency, {3: 0.5}, {1})
+
+
+def test_costs_with_rematerialization_reuse_the_terms(monkeypatch):
+    """``analyze`` wants costs with and without rematerialization: the frequencies and loop
+    multipliers are found once, and each set of costs equals a computation from scratch."""
+    from ptxalloc.analysis.explain_peak import remat_and_costs
+
+    fn = parse_file(str(DATA / "loops_sm80.ptx")).functions[1]
+    a = analyze_function(fn, profile_for("sm_80"))
+    calls = []
+    real = analysis.cost_terms
+    monkeypatch.setattr(analysis, "cost_terms", lambda *x: calls.append(x) or real(*x))
+    remat, with_remat = remat_and_costs(a)
+    assert remat, "the test wants a function with rematerializable values"
+    assert a.costs == analysis.spill_costs(a.cfg, a.liveness, a.mem_latency)
+    from ptxalloc.spill.remat import COMPUTE_COST
+    assert with_remat == analysis.spill_costs(a.cfg, a.liveness, a.mem_latency,
+                                              {v: COMPUTE_COST for v in remat})
+    assert with_remat != a.costs and len(calls) == 1
 
 
 def test_pressure_by_class_on_first_use_sums_to_gpr():

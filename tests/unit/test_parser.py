@@ -716,3 +716,26 @@ def test_negated_register_with_selector_is_a_use():
     assert sorted(fn.regs.names[v] for v in vmad.uses) == ["%r1", "%r2", "%r3"]
     assert vmad.render(fn.regs.names.__getitem__).split(None, 1)[1] == \
         "%r4, -%r1.b0, -%r2.h1, -%r3;"
+
+
+def test_one_address_object_per_text_resolved_in_its_scope():
+    """A plain address is parsed once per text and shared (issue 16), but an inner scope
+    that declares its register again gets its own: the address names the inner register
+    there and the outer one again after the scope."""
+    text = (".version 7.0\n.target sm_80\n.address_size 64\n"
+            ".entry k(.param .u64 p)\n{\n\t.reg .b64 %rd<2>;\n\t.reg .b32 %r<4>;\n"
+            "\tld.param.u64 %rd1, [p];\n"
+            "\tld.global.u32 %r1, [%rd1+4];\n"
+            "\tld.global.u32 %r2, [%rd1+4];\n"
+            "\t{\n\t.reg .b64 %rd1;\n\tmov.u64 %rd1, 0;\n"
+            "\tld.global.u32 %r3, [%rd1+4];\n\t}\n"
+            "\tld.global.u32 %r3, [%rd1+4];\n\tret;\n}\n")
+    fn = parse(text).functions[0]
+    loads = [ins for ins in fn.instructions() if ins.opcode == "ld.global.u32"]
+    outer, again, inner, after = (ins.ops[1] for ins in loads)
+    assert type(outer) is Mem and outer is again
+    assert inner is not outer and inner.base.v != outer.base.v
+    assert after is not inner and after.base.v == outer.base.v
+    assert fn.regs.names[inner.base.v] == fn.regs.names[outer.base.v] == "%rd1"
+    assert [ins.uses for ins in loads] == [(outer.base.v,), (outer.base.v,), (inner.base.v,),
+                                           (outer.base.v,)]

@@ -14,7 +14,7 @@ from conftest import DATA, REPO
 from ptxalloc.cli import main
 from ptxalloc.errors import PtxSyntaxError
 from ptxalloc.ir import isa
-from ptxalloc.ir.instruction import LOC
+from ptxalloc.ir.instruction import DIRECTIVE, LOC
 from ptxalloc.ir.module import Raw
 from ptxalloc.ptx import emit_module, parse
 
@@ -295,7 +295,26 @@ WARNING_CASES = {
                       "'add.s32' takes 3 operands, not 2"),
     "unknown version": (HDR.replace(".version 7.0", ".version \u00a410.0")
                         + ".visible .entry k()\n{\n\tret;\n}\n", "unknown .version '10.0'"),
+    "unknown directive": (kernel(".reg .b32 %r<3>;\n\t\u00a4.regx .u32 %r9;\n"),
+                          "unknown directive '.regx' in a function body"),
+    # ptxas: "Illegal to write to function input parameter 'a'" (kernels and .func alike)
+    "store to an input parameter": (
+        HDR + ".visible .func (.param .b32 r) f(.param .b32 a)\n{\n\t.reg .b32 %r<2>;\n"
+        "\tld.param.b32 %r1, [a];\n\tst.param.b32 [\u00a4a], %r1;\n"
+        "\tst.param.b32 [r], %r1;\n\tret;\n}\n",
+        "Illegal to write to function input parameter 'a' (ptxas rejects it)"),
 }
+
+
+def test_a_call_argument_named_like_an_input_parameter_is_a_store_to_it_too():
+    # ptxas resolves [a] to the kernel's input parameter even inside the call's scope that
+    # declares a .param a of its own, and rejects the store
+    text = (HDR + ".func g(.param .b32 a)\n{\n\tret;\n}\n"
+            ".visible .entry k(.param .b32 a)\n{\n\t.reg .b32 %r<2>;\n"
+            "\tld.param.b32 %r1, [a];\n\t{\n\t.param .b32 a;\n\tst.param.b32 [a], %r1;\n"
+            "\tcall.uni g, (a);\n\t}\n\tret;\n}\n")
+    assert [w.message for w in parse(text, "c.ptx").warnings] == [
+        "Illegal to write to function input parameter 'a' (ptxas rejects it)"]
 
 
 @pytest.mark.parametrize("case", list(WARNING_CASES))
@@ -370,3 +389,14 @@ def test_empty_statement_after_another_on_one_line():
         parse(text, "e.ptx")
     assert info.value.message == "empty statement"
     assert (info.value.line, info.value.column) == (line, column)
+
+
+def test_a_directive_that_only_starts_like_reg_declares_nothing():
+    """``.regx .u32 %r0;`` is not a declaration on the one-statement-per-line fast path either:
+    it is kept as the directive it is, as it is when it lists two names."""
+    for decl in (".regx .u32 %r0;", ".regx .u32 %r0, %r1;"):
+        text = (".version 7.0\n.target sm_80\n.address_size 64\n.entry k()\n{\n\t" + decl
+                + "\n\tret;\n}\n")
+        fn = parse(text).functions[0]
+        assert len(fn.regs) == 0
+        assert [(type(s), s.kind, s.text) for s in fn.body[:1]] == [(Raw, DIRECTIVE, decl)]

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import DATA
 from ptxalloc.analysis import analyze_function
+from ptxalloc.analysis.explain_peak import peak_values
 from ptxalloc.analysis.liveness import Liveness
 from ptxalloc.analysis.pressure import Pressure
 from ptxalloc.analysis.tuples import find_tuples
@@ -163,7 +164,7 @@ def test_peak_at_function_entry():
     assert sorted(x.fn.regs.names[v] for v in peak.live) == ["%r10", "%r11"]
 
 
-def test_peak_and_describe():
+def test_peak_and_its_values():
     x = of_text("\tadd.s32 %r2, %r1, 1;\n"
                 "\tmul.lo.s32 %r3, %r2, %r1;\n"
                 "\tadd.s32 %r4, %r3, %r2;\n"
@@ -174,14 +175,13 @@ def test_peak_and_describe():
     assert peak.instr == x.index("mul.lo.s32")
     assert peak.regs == 4.0
     assert sorted(x.fn.regs.names[v] for v in peak.live) == ["%r2", "%r3", "%rd1"]
-    desc = {lv.name: lv for lv in x.p.describe(peak.live)}
-    instrs = x.cfg.instrs
-    assert desc["%r2"].defined_at == [x.index("add.s32 %r2")]
-    assert desc["%r2"].def_lines == [instrs[x.index("add.s32 %r2")].line]
-    assert desc["%r2"].last_use == x.index("add.s32 %r4")
-    assert desc["%r2"].last_use_line == instrs[x.index("add.s32 %r4")].line
-    assert desc["%rd1"].rclass == "GPR64"
-    assert desc["%r3"].def_source == []               # no .loc in this kernel
+    a = analyze_function(x.fn, profile_for("sm_80"))
+    desc = {v["name"]: v for v in peak_values(a, {})}
+    instrs = a.cfg.instrs
+    assert desc["%r2"]["defined_lines"] == [instrs[x.index("add.s32 %r2")].line]
+    assert desc["%r2"]["last_use_line"] == instrs[x.index("add.s32 %r4")].line
+    assert desc["%rd1"]["class"] == "GPR64" and desc["%rd1"]["registers"] == 2
+    assert desc["%r3"]["defined_source"] == [None]       # no .loc in this kernel
 
 
 def test_top_points_order():
@@ -196,13 +196,12 @@ def test_top_points_order():
                                          key=lambda i: (-x.p.gpr[i], i))
 
 
-def test_describe_reports_loc_source_lines():
+def test_peak_values_report_loc_source_lines():
     text = kernel("\t.loc 1 7 0\n\tadd.s32 %r2, %r1, 1;\n\t.loc 1 8 0\n"
                   "\tst.global.u32 [%rd1], %r2;\n\tret;\n")
-    x = P(parse(text).functions[0])
-    r2 = x.fn.regs.lookup("%r2")
-    (lv,) = x.p.describe([r2])
-    assert lv.def_source == [(1, 7, 0, None)]
+    a = analyze_function(parse(text).functions[0], profile_for("sm_80"))
+    (r2,) = [v for v in peak_values(a, {1: "k.cu"}) if v["name"] == "%r2"]
+    assert r2["defined_source"] == [{"file": "k.cu", "line": 7, "column": 0}]
 
 
 # --- real files -------------------------------------------------------------------------------

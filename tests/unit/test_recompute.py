@@ -16,7 +16,7 @@ from ptxalloc.analysis import pressure_of
 from ptxalloc.cli import main
 from ptxalloc.errors import VerificationError
 from ptxalloc.ir.recompute import Recompute, apply_recomputations
-from ptxalloc.passes.recompute import plan, recompute_function
+from ptxalloc.passes.recompute import plan, recompute_choices, recompute_function
 from ptxalloc.pipeline import allocate
 from ptxalloc.ptx import parse, parse_file
 from ptxalloc.verify import parse_allocated, verify_modules
@@ -25,6 +25,7 @@ from ptxalloc.verify.recompute import check_recomputation
 LOOP = DATA / "hand" / "recompute_loop.ptx"
 PATHS = DATA / "hand" / "recompute_paths.ptx"
 CHAIN = DATA / "hand" / "recompute_chain.ptx"
+PREDICATES = DATA / "hand" / "recompute_predicates.ptx"
 TRITON = DATA / "triton"
 
 
@@ -104,7 +105,8 @@ def test_validator_refuses_a_recomputed_load():
 
 
 def test_validator_accepts_the_pass_and_refuses_a_tampered_record(tmp_path, capsys):
-    res = allocate(LOOP.read_text(), 255, filename=str(LOOP))
+    # the recomputation's records alone (the schedule after it: test_recompute_then_schedule_...)
+    res = allocate(LOOP.read_text(), 255, knobs={"schedule": 0}, filename=str(LOOP))
     f = res.functions[0]
     assert f.verified and f.extra["recompute"]["values"] == 2
     assert re.search(r"//@ptxalloc .* recompute=1\n\t//@recompute 5>9 6>11\n\t//@dead 5 6\n",
@@ -330,3 +332,80 @@ def test_a_warp_synchronous_instruction_is_not_recomputed_under_a_branch():
     bad = apply_recomputations(fn, [Recompute(d, (u,))], [d])
     with pytest.raises(VerificationError, match="not warp-synchronous"):
         check_recomputation(fn, bad)
+
+
+# -- predicates beyond P0-P6: recomputed at the guarded access, their operands' ranges extended -
+
+def test_predicates_beyond_the_file_are_recomputed_at_their_guarded_accesses(tmp_path):
+    fn = parse_file(str(PREDICATES)).functions[0]
+    setps = [i for i, t in enumerate(render(fn)) if t.startswith("setp")]
+    # the indices are read by nothing but the setps and are dead at the stores: without the
+    # trade no predicate qualifies
+    records, _ = plan(fn, trade_predicates=False)
+    assert not {r.define for r in records} & set(setps)
+    r = recompute_function(fn)
+    assert r is not None and {x.define for x in r.records} == set(setps)
+    assert r.max_live_before == (19, 9) and r.max_live_after == (19, 1)
+    check_recomputation(fn, r.function)
+    text = render(r.function)
+    for k in range(1, 10):          # each store right after the setp that guards it
+        store = next(i for i, t in enumerate(text) if t.startswith("@%p") and
+                     t.endswith(f"[%rd1+{128 + 4 * k}], %r1;"))
+        assert text[store - 1].startswith("setp.lt.s32") and f"%r{k + 20}, %r1;" in \
+            text[store - 1], text[store - 1]
+    # the whole chain: no predicate spilled (without chains, no trade: three are), proven
+    # from the files, assembled
+    res = allocate(PREDICATES.read_text(), 255, filename=str(PREDICATES))
+    f = res.functions[0]
+    assert f.verified and f.predicates <= 7 and "//@pspill" not in res.ptx
+    assert f.registers == f.max_live_legalized == 19
+    plain = allocate(PREDICATES.read_text(), 255, knobs={"recompute": 1},
+                     filename=str(PREDICATES))
+    assert "//@pspill" in plain.ptx and plain.functions[0].registers == 19
+    out = tmp_path / "out.ptx"
+    out.write_text(res.ptx)
+    assert main(["verify", str(PREDICATES), str(out)]) == 0
+    if ptxas.available():
+        got = ptxas.assemble(res.ptx, "sm_80")
+        assert got.ok, got.output
+
+
+def test_the_validator_refuses_a_predicate_whose_operand_changed_before_the_access():
+    """The trade's records applied to a program where an index is redefined between its setp
+    and the guarded store: the copy would read the new index, and the validator says so."""
+    text = PREDICATES.read_text()
+    r = recompute_function(parse(text, str(PREDICATES)).functions[0])
+    changed = parse(text.replace("\tbar.sync \t0;", "\tadd.s32 \t%r21, %r21, 1;\n\tbar.sync \t0;"),
+                    str(PREDICATES)).functions[0]
+    at = index_of(changed, "add.s32 %r21, %r21, 1;")
+    shifted = [Recompute(x.define, tuple(u + (u >= at) for u in x.uses), x.inner)
+               for x in r.records]
+    with pytest.raises(VerificationError, match=r"reads %p1\$rc0 in place of %p1, but the two do "
+                                                 r"not hold the same computation"):
+        check_recomputation(changed, apply_recomputations(changed, shifted, r.dead))
+    # and the pass itself leaves that predicate where it is
+    again = recompute_function(changed)
+    p1 = index_of(changed, "setp.lt.s32 %p1, %r21, %r1;")
+    assert again is not None and p1 not in {x.define for x in again.records}
+    check_recomputation(changed, again.function)
+
+
+def test_no_trade_is_planned_while_the_predicates_fit_or_when_it_changes_nothing():
+    fn = parse_file(str(LOOP)).functions[0]
+    assert pressure_of(fn).max_preds <= 7
+    assert len(recompute_choices(fn)) == 1
+    # Triton's layer-norm keeps 9 predicates live; the plain plan already recomputes them
+    fn = parse_file(str(TRITON / "sm80_layer_norm.ptx")).functions[0]
+    assert pressure_of(fn).max_preds > 7
+    (only,) = recompute_choices(fn)
+    assert only.max_live_after[1] <= 7
+
+
+def test_triton_matmul_predicates_fit_the_file():
+    """Triton's matmul keeps 34 predicates live (setp and and.pred before the epilogue's
+    barrier, read as guards of its stores); ptxas never more than 7."""
+    fn = parse_file(str(TRITON / "sm80_matmul.ptx")).functions[0]
+    r = recompute_function(fn)
+    assert r.max_live_before == (213, 34)
+    assert r.max_live_after[1] <= 7 and r.max_live_after[0] <= 145
+    check_recomputation(fn, r.function)

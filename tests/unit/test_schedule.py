@@ -55,8 +55,8 @@ def test_loads_interleave_with_their_uses():
 
 def test_the_whole_chain_is_proven_and_saves_registers(tmp_path, capsys):
     text = LOADS.read_text()
-    plain = allocate(text, 255, filename=str(LOADS))
-    res = allocate(text, 255, knobs={"schedule": 1}, filename=str(LOADS))
+    plain = allocate(text, 255, knobs={"schedule": 0}, filename=str(LOADS))
+    res = allocate(text, 255, filename=str(LOADS))
     f = res.functions[0]
     assert f.verified and f.extra["schedule"]["moved"] > 0
     assert f.registers == 6 < plain.functions[0].registers == 11
@@ -74,10 +74,16 @@ def test_the_whole_chain_is_proven_and_saves_registers(tmp_path, capsys):
     assert "at most 1" in capsys.readouterr().err
 
 
-def test_off_by_default():
-    res = allocate(LOADS.read_text(), 255, filename=str(LOADS))
-    assert "schedule=" not in res.ptx and "//@schedule" not in res.ptx
-    assert "schedule" not in res.functions[0].extra
+def test_on_by_default_and_off_with_the_knob(tmp_path):
+    on = allocate(LOADS.read_text(), 255, filename=str(LOADS))
+    assert "schedule=1" in on.ptx and "//@schedule" in on.ptx
+    assert on.functions[0].extra["schedule"]["moved"] > 0
+    off = allocate(LOADS.read_text(), 255, knobs={"schedule": 0}, filename=str(LOADS))
+    assert "schedule=" not in off.ptx and "//@schedule" not in off.ptx
+    assert "schedule" not in off.functions[0].extra
+    out = tmp_path / "off.ptx"
+    assert main(["allocate", str(LOADS), "--knob", "schedule=0", "-o", str(out)]) == 0
+    assert "//@schedule" not in out.read_text()
 
 
 def test_a_barrier_is_never_crossed():

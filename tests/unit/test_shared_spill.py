@@ -140,6 +140,36 @@ def test_block_size_option_and_the_error_without_it(capsys, tmp_path):
     assert main(["verify", str(path), str(tmp_path / "o.ptx")]) == 0
 
 
+def test_the_block_size_becomes_a_launch_bound_the_checker_requires(tmp_path):
+    # --block-size is the user's word: the output makes it a .maxntid, so a launch with more
+    # threads than the area has frames fails; the checker refuses the area without it, a
+    # changed bound, and a bound the allocation adds that is not a .maxntid
+    text = kernel(bounds="")
+    res = allocate_shared(text, block=96)
+    assert re.search(r"\.entry k\(.*\)\n\.maxntid 96, 1, 1\n\{", res.ptx, re.S)
+    assembles(res.ptx)
+    orig, good = tmp_path / "k.ptx", tmp_path / "good.ptx"
+    orig.write_text(text)
+    good.write_text(res.ptx)
+    assert len(list(verify_files(str(orig), str(good)))) == 1
+    for bad_bound, pattern in (("", "needs a launch bound"),
+                               (".maxntid 192, 1, 1\n", "holds 96 threads' frames but the "
+                                                         "launch bound allows 192"),
+                               (".reqntid 96, 1, 1\n", "may add a .maxntid .* not a .reqntid")):
+        bad = tmp_path / "bad.ptx"
+        bad.write_text(res.ptx.replace(".maxntid 96, 1, 1\n", bad_bound))
+        with pytest.raises(VerificationError, match=pattern):
+            list(verify_files(str(orig), str(bad)))
+    # a kernel with its own bound keeps it as it is
+    bounded = allocate_shared(kernel(bounds=".maxntid 64, 1, 1"))
+    assert bounded.ptx.count(".maxntid") == 1
+    orig.write_text(kernel(bounds=".maxntid 64, 1, 1"))
+    bad = tmp_path / "bad.ptx"
+    bad.write_text(bounded.ptx.replace(".maxntid 64, 1, 1", ".maxntid 32, 1, 1"))
+    with pytest.raises(VerificationError, match="differs from the original's .maxntid 64"):
+        list(verify_files(str(orig), str(bad)))
+
+
 def test_functions_under_the_calling_convention_are_refused():
     calls = (DATA / "calls_sm80.ptx").read_text()
     with pytest.raises(AllocationError, match="Smem spilling should not be enabled when "
@@ -353,3 +383,53 @@ def test_smem_and_occupancy_count_the_users_shared_memory(tmp_path, capsys):
     if ptxas.available():
         got = ptxas.assemble((tmp_path / "o.ptx").read_text(), "sm_80")
         assert got.ok and f"{m.group(1)} bytes smem" in got.output
+
+
+def test_occupancy_counts_the_kernels_own_shared_memory_without_a_spill_area():
+    """Spilling to local memory, the report's occupancy still counts the kernel's static
+    .shared: 40,000 bytes (41,024 with the 1 KB reservation) let 4 blocks of 64 threads share
+    sm_80's 164 KB, 8 warps of 64 (12.5 %), limited by shared memory — not the 32 blocks the
+    registers and block limits would allow. A module-scope array counts when the kernel names
+    it, not otherwise."""
+    t = kernel(".maxntid 64, 1, 1", extra_decl=".shared .align 4 .b8 buf[40000];")
+    used = t.replace("\tst.global.f32 [%rd1], ", "\tst.shared.u32 [buf+4], %r1;\n"
+                     "\tst.global.f32 [%rd1], ", 1)
+    (f,) = allocate_module(parse(used), 32).functions
+    assert "shared_spill" not in f.extra
+    occ = f.extra["occupancy"]
+    assert (occ["blocks_per_sm"], occ["limiter"], occ["occupancy"]) == (4, "shared memory",
+                                                                         0.125)
+    (f,) = allocate_module(parse(t), 32).functions
+    assert f.extra["occupancy"]["limiter"] != "shared memory"
+    assert f.extra["occupancy"]["blocks_per_sm"] == 32
+
+
+def test_analyze_counts_the_kernels_own_shared_memory(tmp_path, capsys):
+    """analyze's occupancies and its next occupancy step count the kernel's static .shared as
+    allocate's do: with 40,000 bytes a block, 4 blocks of 64 threads fit whatever the
+    registers, so fewer registers would not raise occupancy."""
+    t = kernel(".maxntid 64, 1, 1", extra_decl=".shared .align 4 .b8 buf[40000];")
+    t = t.replace("\tst.global.f32 [%rd1], ", "\tst.shared.u32 [buf+4], %r1;\n"
+                  "\tst.global.f32 [%rd1], ", 1)
+    path = tmp_path / "k.ptx"
+    path.write_text(t)
+    assert main(["analyze", str(path), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["functions"]
+    occ = row["occupancy"]
+    assert occ["static_shared_bytes"] == 40000
+    assert (occ["at_max_live"]["blocks_per_sm"], occ["at_max_live"]["limiter"]) == (
+        4, "shared memory")
+    assert row["what_to_change"]["next_step"] is None
+    assert "limited by shared memory" in row["what_to_change"]["note"]
+
+
+def test_the_html_report_counts_the_kernels_own_shared_memory(tmp_path):
+    t = kernel(".maxntid 64, 1, 1", extra_decl=".shared .align 4 .b8 buf[40000];")
+    t = t.replace("\tst.global.f32 [%rd1], ", "\tst.shared.u32 [buf+4], %r1;\n"
+                  "\tst.global.f32 [%rd1], ", 1)
+    path, out = tmp_path / "k.ptx", tmp_path / "r.html"
+    path.write_text(t)
+    assert main(["report", str(path), "-o", str(out), "--no-ptxas"]) == 0
+    page = out.read_text()
+    assert "block size 64, 40000 bytes of .shared a block" in page
+    assert re.search(r"<td class=\"num\">64</td><td>8 warps, 12 % \(shared memory\)</td>", page)

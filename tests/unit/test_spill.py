@@ -30,8 +30,9 @@ HDR = (".version 7.0\n.target sm_80\n.address_size 64\n\n"
 #: the kernels below load their values from parameters, which are rematerialized by default
 #: (spill/remat.py); the tests of spill code switch that off so that the values are spilled
 #: and the spill tests allocate the programs as written: no recomputation at the use
-#: (passes/recompute.py), which would take the pressure they are built to have away
-AS_WRITTEN = {"recompute": 0}
+#: (passes/recompute.py) and no pressure-aware schedule (passes/schedule.py), which would take
+#: the pressure they are built to have away
+AS_WRITTEN = {"recompute": 0, "schedule": 0}
 RELOAD_PARAMS = {"RematParamLoads": 0, **AS_WRITTEN}
 #: ... and the clean-ups after allocation (spill/lazy.py, spill/promote.py) and live-range
 #: splitting (spill/split.py) off too, for the tests of the rewrite's own stores and reloads,
@@ -193,8 +194,9 @@ def test_constant_is_rematerialized_not_reloaded():
 
 def test_kernel_parameter_loads_are_rematerialized_not_spilled():
     """A kernel's parameters are read-only: under pressure their loads are repeated at each
-    use instead of spilled and reloaded (RematParamLoads, on by default)."""
-    res = allocate(SPILL, registers=3)
+    use instead of spilled and reloaded (RematParamLoads, on by default). The program is
+    allocated in the order written (the schedule would load p4 next to its use)."""
+    res = allocate(SPILL, registers=3, knobs={"schedule": 0})
     fr = res.functions[0]
     text = fr.text
     for p in ("p0", "p1", "p2", "p3", "p4", "p5"):

@@ -98,3 +98,17 @@ def test_allocator_choices_still_checked_and_listed():
     shown = subprocess.run([sys.executable, "-m", "ptxalloc", "allocate", "--help"], env=env,
                            capture_output=True, text=True).stdout
     assert "briggs, fatpoint, linear" in " ".join(shown.split())
+
+
+def test_knob_table_is_built_only_for_the_help():
+    """``allocate``'s epilog (the knob table) imports the knob registry and textwrap: built
+    when the help is shown, not on every run (issue 16)."""
+    out = _run("import sys\nfrom ptxalloc.cli import build_parser\n"
+               "build_parser().parse_args(['allocate', 'x.ptx'])\n"
+               "print('textwrap' in sys.modules, 'ptxalloc.alloc.knobs' in sys.modules)")
+    assert out.split() == ["False", "False"]
+    env = dict(os.environ, PYTHONPATH=SRC)
+    shown = subprocess.run([sys.executable, "-m", "ptxalloc", "allocate", "--help"], env=env,
+                           capture_output=True, text=True).stdout
+    assert "RegAllocThresholdForDiscardConflicts=50 [fatpoint]" in shown
+    assert "exit status: 0 success" in shown

@@ -40,10 +40,14 @@ def test_a_memory_spill_gives_way_to_recomputation(allocator):
 
 @pytest.mark.parametrize("allocator,expected", [("briggs", (104, 56)), ("fatpoint", (96, 56))])
 def test_fewer_spill_bytes_in_a_loop_kernel(allocator, expected):
-    """loops_sm80.ptx's k_early at K = 5: the static term halves the spill bytes."""
+    """loops_sm80.ptx's k_early at K = 5, in the order written: the static term halves the
+    spill bytes. (With the pressure-aware schedule, on by default, briggs spills 72 bytes
+    with the seeds' cost and 76 with the static term: the term does not win everywhere.)"""
     text = (DATA / "loops_sm80.ptx").read_text()
     name = "_Z7k_earlyPiPKiii"
-    seeds = allocate(text, registers=5, allocator=allocator, knobs=SEEDS_COST, function=name)
-    res = allocate(text, registers=5, allocator=allocator, function=name)
+    written = {"schedule": 0}
+    seeds = allocate(text, registers=5, allocator=allocator, knobs={**SEEDS_COST, **written},
+                     function=name)
+    res = allocate(text, registers=5, allocator=allocator, knobs=written, function=name)
     assert (_bytes(seeds.functions[0]), _bytes(res.functions[0])) == expected
     assert_verified(res)

@@ -271,7 +271,8 @@ def test_uniform_class_limit_sends_the_rest_to_r():
     placed = place_uniform(fn)
     assert placed.registers(fn) == UR_REGS
     assert placed.found > len(placed.start)
-    res = allocated(text)
+    # in the order written: the schedule would interleave the definitions with their uses
+    res = allocated(text, knobs={"schedule": 0})
     assert res.functions[0].uniform_registers == UR_REGS
     assert not re.search(r"%UR(6[3-9]|[7-9]\d)", res.ptx)
     assembles(res.ptx)
@@ -383,9 +384,10 @@ def test_spill_explanations_count_r_pressure_only():
     body += "".join(f"\tadd.s32 %r70, %r70, %r{i + 3};\n" for i in range(20))
     body += "".join(f"\tadd.s32 %r70, %r70, %r{i + 30};\n" for i in range(12))
     body += "\tld.param.u64 %rd1, [k_p];\n\tst.global.u32 [%rd1], %r70;\n\tret;"
-    # without recomputation chains: they would form each divergent value from %tid.x at its
-    # use and nothing would spill
-    res = allocated(kernel(body), registers=8, knobs={"recompute": 1})
+    # without recomputation chains, in the order written: the chains would form each divergent
+    # value from %tid.x at its use and the schedule each sum term next to its use, and nothing
+    # would spill
+    res = allocated(kernel(body), registers=8, knobs={"recompute": 1, "schedule": 0})
     f = res.functions[0]
     assert f.spilled_values and f.uniform_registers >= 20
     whys = [v["why"] for v in f.extra["spills"]["values"]]

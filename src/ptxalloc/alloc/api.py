@@ -143,6 +143,7 @@ class Problem:
         self.bank_adj = bank_adj                # soft bank-conflict partners (above 32 regs)
         self.program = program
         self.parent = list(range(n))
+        self.merges = 0                             # nodes coalesced away (:meth:`merge`)
         self.offset = [0] * n                       # units from the node's start
         self.shape: list[Shape | None] = list(reg_shape)
         self.members: dict[int, list[int]] = {v: [v] for v in range(n)}
@@ -284,19 +285,24 @@ class Problem:
         keep_bit = 1 << keep
         common = adj[keep] & adj[gone]
         neighbours = bits(adj[gone] & ~keep_bit)
+        wdeg, shapes = self.wdeg, self.shape
+        reshaped = at or gone_shape != shape
         for m in neighbours:
             am = adj[m] & ~(1 << gone)
             am |= keep_bit
             adj[m] = am
             if common >> m & 1:
                 # m loses one neighbour: gone
-                self.wdeg[m] -= blocking_weight(self.shape[m], gone_shape)
-            elif at or gone_shape != shape:
-                self.wdeg[m] = self.weighted_degree(m)
+                wdeg[m] -= blocking_weight(shapes[m], gone_shape)
+            elif reshaped:
+                # m trades neighbour gone for keep, of another shape
+                sm = shapes[m]
+                wdeg[m] += blocking_weight(sm, shape) - blocking_weight(sm, gone_shape)
         adj[keep] = (adj[keep] | adj[gone]) & ~keep_bit & ~(1 << gone)
         del adj[gone]
         self.shape_masks[gone_shape] &= ~(1 << gone)
         self.parent[gone] = keep
+        self.merges += 1
         gone_members = self.members.pop(gone)
         for v in gone_members:
             self.offset[v] += at

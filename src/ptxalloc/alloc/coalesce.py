@@ -114,10 +114,11 @@ def _into_tuple(p: Problem, d: int, s: int) -> tuple[int, int, int] | None:
 def _briggs_tuple(p: Problem, group: int, scalar: int, factor: float) -> bool:
     shape = p.shape[group]
     total = 0
-    limit = p.placements[group]
+    placements, wdeg, shapes = p.placements, p.wdeg, p.shape
+    limit = placements[group]
     for m in bits((p.adj[group] | p.adj[scalar]) & ~(1 << group)):
-        if _significant(p, m, factor):
-            total += blocking_weight(shape, p.shape[m])
+        if wdeg[m] * factor >= placements[m]:            # _significant, inlined
+            total += blocking_weight(shape, shapes[m])
             if total >= limit:
                 return False
     return True

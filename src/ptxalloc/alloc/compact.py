@@ -7,7 +7,12 @@ interference graph greedily in program order — each node, in the order its fir
 appears in the blocks' reverse post-order, takes the lowest free placement of its shape — and
 keeps the result only if it uses fewer registers and still fits the budget. For code in SSA form
 (most of what nvcc and Triton emit) the program order is a perfect elimination order of the
-chordal interference graph, so with 32-bit values this reaches MaxLive.
+chordal interference graph, so with 32-bit values this reaches MaxLive. Above it, a bounded
+backtracking search tries one register fewer at a time; a greedy clique bounds it from below
+(:func:`clique_registers`: a count at the bound needs no search, and a graph whose clique needs
+more than a rival coloring uses is not searched), and a search asked again with the same
+inputs is answered from memory (:func:`_remembered_search`). Time figures: docs/decisions.md,
+"Where ``allocate``'s time goes, phase by phase".
 
 It changes no spill decision and no value's class or alignment; the checker proves the result
 like any other. docs/decisions.md records it as the project's addition to the seeds.
@@ -15,10 +20,12 @@ like any other. docs/decisions.md records it as the project's addition to the se
 
 from __future__ import annotations
 
+from functools import reduce
+from operator import itemgetter, or_
+
 from ..target.units import GPR
 from ..util import bits
 from .api import Coloring, Problem
-from .matrix import UnitMatrix
 
 
 def high_water(p: Problem, start: dict[int, int]) -> int:
@@ -59,23 +66,22 @@ def _move_partners(p: Problem) -> dict[int, list[int]]:
 
 
 def _greedy(p: Problem, order: list[int], best_fit: bool, partners: dict[int, list[int]],
-            neighbours: dict[int, list[int]]) -> dict[int, int] | None:
+            neighbours: dict) -> dict[int, int] | None:
     """Lowest-free-placement coloring in ``order``. A node first tries the placement of a
     copy partner already colored (so the copy disappears); with ``best_fit`` a value narrower
     than a pair prefers a free placement inside a pair that is already partly used, so that
-    free pairs stay whole. ``neighbours`` lists each node's neighbours (shared by the three
-    colorings, so that the adjacency bitsets are unpacked once)."""
-    matrix = UnitMatrix.for_problem(p)
-    start = matrix.start
-    held = matrix.held.get
+    free pairs stay whole. ``neighbours`` gathers each node's neighbours' entries of a list
+    (:func:`_gatherers`, shared by the three colorings, so that the adjacency bitsets are
+    unpacked once)."""
     shape = p.shape
+    start = dict(p.precolored)
+    held = [0] * p.nregs                # node -> the units it holds (0: not colored yet)
+    for n, s in start.items():
+        held[n] = shape[n].mask(s)
     starts_of: dict = {}
     for n in order:
-        forbidden = 0
-        for m in neighbours[n]:
-            h = held(m)
-            if h is not None:
-                forbidden |= h
+        # the units of the colored neighbours: one C-level gather and OR per node
+        forbidden = reduce(or_, neighbours[n](held), 0)
         sh = shape[n]
         choice = None
         for m in partners.get(n, ()):
@@ -91,8 +97,27 @@ def _greedy(p: Problem, order: list[int], best_fit: bool, partners: dict[int, li
                                   best_fit and sh.units < 4 and sh.file == GPR)
             if choice is None:
                 return None
-        matrix.assign(n, choice)
+        start[n] = choice
+        held[n] = ((1 << sh.units) - 1) << choice
     return start
+
+
+def _gatherers(p: Problem, nodes: list[int]) -> dict:
+    """Per node, a function taking a list indexed by node and returning the entries of the
+    node's neighbours (an ``itemgetter``; a tuple whatever their number)."""
+    out = {}
+    empty = ()
+    adj = p.adj
+    for n in nodes:
+        nbrs = bits(adj[n])
+        if len(nbrs) > 1:
+            out[n] = itemgetter(*nbrs)
+        elif nbrs:
+            m = nbrs[0]
+            out[n] = lambda held, m=m: (held[m],)
+        else:
+            out[n] = lambda held: empty
+    return out
 
 
 def _start_mask(placements) -> int:
@@ -138,6 +163,31 @@ def _lowest_free(starts: int, units: int, forbidden: int, keep_pairs_whole: bool
 
 class _OutOfSteps(Exception):
     pass
+
+
+_searched: dict = {}        # _search's answers by their whole input (:func:`_remembered_search`)
+SEARCHES_REMEMBERED = 64
+
+
+def _remembered_search(p: Problem, order: list[int], limit_units: int,
+                       steps: int) -> dict[int, int] | None | bool:
+    """:func:`_search`, answered from memory when the same search ran before in this process.
+    A search is a pure function of what it reads — the order, each node's shape and
+    neighbours, the precolored nodes (in their order) and shapes, the register file, the limit
+    and the step budget — and that is the key; functions instantiated from one template
+    (matrix_free, reduction kernels) ask the same searches again and again, most of them ones
+    that give up after their whole budget."""
+    shape, adj, regfile = p.shape, p.adj, p.regfile
+    key = (limit_units, steps, regfile.k, regfile.pred_regs, regfile.reserved, tuple(order),
+           tuple([shape[n] for n in order]), tuple([adj[n] for n in order]),
+           tuple([(n, s, shape[n]) for n, s in p.precolored.items()]))
+    got = _searched.get(key, _searched)
+    if got is _searched:
+        got = _search(p, order, limit_units, steps)
+        if len(_searched) >= SEARCHES_REMEMBERED:
+            del _searched[next(iter(_searched))]
+        _searched[key] = got
+    return dict(got) if type(got) is dict else got
 
 
 def _search(p: Problem, order: list[int], limit_units: int,
@@ -211,7 +261,10 @@ def _search(p: Problem, order: list[int], limit_units: int,
                         changed.append((j, old))
                         forbidden[j] = new
                         key[j] = (new.bit_count() << 32) | tie[j]
-                        if not below[j] & ~_blocked_starts(new, widths[j]):
+                        w = widths[j]          # _blocked_starts, inlined for the usual widths
+                        blocked = (new | new >> 1 if w == 2 else new if w == 1
+                                   else _blocked_starts(new, w))
+                        if not below[j] & ~blocked:
                             wiped_out = True
                             break
             if not wiped_out and place():
@@ -245,18 +298,77 @@ def search_steps(nodes: int) -> int:
     return min(SEARCH_STEPS, SEARCH_WORK // max(nodes, 1))
 
 
+def clique_registers(p: Problem) -> int:
+    """A lower bound on the registers of every coloring of ``p``: a clique of general-register
+    nodes, grown greedily (widest, then most neighbours, first) from each of the
+    ``CLIQUE_SEEDS`` first nodes in that order; its members need pairwise distinct units, so at
+    least half their units in registers. Cheap (a walk over the nodes per seed), never more
+    than the chromatic number, usually MaxLive's order on the graphs compaction searches."""
+    adj, shape = p.adj, p.shape
+    gpr = [n for n in p.members if shape[n].file == GPR]
+    gpr_mask = 0
+    for n in gpr:
+        gpr_mask |= 1 << n
+    ranked = sorted(gpr, key=lambda n: (-shape[n].units, -(adj[n] & gpr_mask).bit_count(), n))
+    units_of = [(n, shape[n].units) for n in ranked]
+    best = 0
+    for seed, seed_units in units_of[:CLIQUE_SEEDS]:
+        cand = adj[seed] & gpr_mask
+        units = seed_units
+        for n, u in units_of:
+            if cand >> n & 1:
+                units += u
+                cand &= adj[n]
+                if not cand:
+                    break
+        best = max(best, units)
+    return (best + 1) // 2
+
+
+CLIQUE_SEEDS = 8
+
+
+def greedy_colorings(p: Problem) -> list[dict[int, int] | None]:
+    """The three program-order greedy colorings :func:`compact` starts from — lowest fit, best
+    fit for narrow values, wide values first — each None when it found no placement for some
+    node."""
+    order = _program_order(p)
+    wide_first = sorted(order, key=lambda n: -p.shape[n].units)      # stable: keeps order
+    partners = _move_partners(p)
+    neighbours = _gatherers(p, order)
+    lowest = _greedy(p, order, False, partners, neighbours)
+    best_fit = _greedy(p, order, True, partners, neighbours)
+    # with every value of one width the wide-first order is the program order (a stable
+    # sort): its coloring is the best-fit one
+    wide = best_fit if wide_first == order else _greedy(p, wide_first, True, partners,
+                                                         neighbours)
+    return [lowest, best_fit, wide]
+
+
+def fewest_registers(colorings: list[dict[int, int] | None], p: Problem) -> int | None:
+    """The fewest registers among ``colorings`` (:func:`greedy_colorings`); None if all failed."""
+    return min((high_water(p, s) for s in colorings if s is not None), default=None)
+
+
 def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
-            to_beat: tuple[int, int | None] | None = None) -> bool:
+            to_beat: tuple[int, int | None] | None = None,
+            colorings: list[dict[int, int] | None] | None = None,
+            rival=None) -> bool:
     """Recolor ``coloring`` in place when that lowers the register count; returns whether it
-    did. Three program-order greedy colorings are tried — lowest fit, best fit for narrow
-    values, and wide values first — and the one using fewest registers wins. If that is still
-    above ``lower_bound`` (MaxLive), a bounded backtracking search over the same program order
-    tries each register count from the lower bound up. ``coloring.optimal`` records whether
-    the final count is proven minimal for this interference graph: it equals the lower bound,
-    or the search showed every smaller count impossible (alignment can make MaxLive
-    unreachable). ``penalty(start)`` (the number of values a coloring must save around calls)
-    may not grow. With ``to_beat`` = (registers, penalty) the coloring is built afresh and
-    kept only if it beats those figures."""
+    did. Three program-order greedy colorings are tried (:func:`greedy_colorings`, or the
+    ``colorings`` the caller already made of ``p``) and the one using fewest registers wins.
+    If that is still above ``lower_bound`` (MaxLive), a bounded backtracking search over the
+    same program order tries each register count from the lower bound up. ``coloring.optimal``
+    records whether the final count is proven minimal for this interference graph: it equals
+    the lower bound or a clique's (:func:`clique_registers`), or the search showed every
+    smaller count impossible (alignment can make MaxLive unreachable). ``penalty(start)`` (the
+    number of values a coloring must save around calls) may not grow. With ``to_beat`` =
+    (registers, penalty) the coloring is built afresh and kept only if it beats those figures.
+
+    ``rival()``, when given, is a register count the caller reaches anyway with another
+    coloring that wins unless this one does at least as well: when a clique of ``p`` needs
+    more registers than that (and than ``lower_bound``), no coloring of ``p`` can be kept,
+    and the search is not run."""
     if coloring.spilled:
         return False
     if to_beat is None:
@@ -267,32 +379,37 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
 
     def acceptable(start: dict[int, int]) -> bool:
         return limit is None or penalty is None or penalty(start) <= limit
-    order = _program_order(p)
-    wide_first = sorted(order, key=lambda n: -p.shape[n].units)      # stable: keeps order
     found = None
-    partners = _move_partners(p)
-    neighbours = {n: bits(p.adj[n]) for n in order}
-    for nodes, best_fit in ((order, False), (order, True), (wide_first, True)):
-        start = _greedy(p, nodes, best_fit, partners, neighbours)
+    for start in colorings if colorings is not None else greedy_colorings(p):
         if start is not None:
             hw = high_water(p, start)
             if hw < best and acceptable(start):
                 best, found = hw, start
     proven = best <= lower_bound
-    if not proven and len(order) <= SEARCH_MAX_NODES:
-        # one register fewer at a time: no coloring below L means none below any L' < L
-        while best > max(lower_bound, 1):
-            start = _search(p, order, 2 * (best - 1), search_steps(len(order)))
-            if start is None or (start is not False and not acceptable(start)):
-                break                          # gave up: smaller counts not ruled out
-            if start is False:
-                proven = True
-                break
-            hw = high_water(p, start)
-            if hw >= best:
-                break                          # no progress (precolored nodes sit higher)
-            best, found = hw, start
-        proven = proven or best <= lower_bound
+    nodes = sum(1 for n in p.members if n not in p.precolored)
+    if not proven and nodes <= SEARCH_MAX_NODES:
+        clique = clique_registers(p)
+        proven = best <= clique
+        if not proven and rival is not None:
+            count = rival()
+            hopeless = count is not None and clique > max(count, lower_bound)
+        else:
+            hopeless = False
+        if not proven and not hopeless:
+            order = _program_order(p)
+            # one register fewer at a time: no coloring below L means none below any L' < L
+            while best > max(lower_bound, clique, 1):
+                start = _remembered_search(p, order, 2 * (best - 1), search_steps(len(order)))
+                if start is None or (start is not False and not acceptable(start)):
+                    break                          # gave up: smaller counts not ruled out
+                if start is False:
+                    proven = True
+                    break
+                hw = high_water(p, start)
+                if hw >= best:
+                    break                          # no progress (precolored nodes sit higher)
+                best, found = hw, start
+            proven = proven or best <= max(lower_bound, clique)
     coloring.optimal = proven
     if found is None:
         return False

@@ -44,6 +44,7 @@ from typing import Callable
 from ..analysis import FunctionAnalysis, analyze_function, pressure_of
 from ..analysis.calls import is_call
 from ..analysis.need import check_feasible, pinned_registers
+from ..analysis.static_shared import own_static_shared
 from ..errors import AllocationError
 from ..ir.build import stored, width_bytes
 from ..ir.cfg import CFG
@@ -68,7 +69,7 @@ from . import api, choice, convention, output
 from . import knobs as knob_table
 from .api import Allocator, Coloring, Problem
 from .coalesce import COALESCE_FACTOR, coalesce
-from .compact import compact, high_water
+from .compact import compact, fewest_registers, greedy_colorings, high_water
 from .convention import ConventionInfo
 from .relief import relieve, spillable, stuck_message
 from .session import Session
@@ -264,7 +265,7 @@ def _prepare(fn: Function, sm: SMProfile, budget: int, options: Options, allocat
     shared_block = None
     own_shared = 0
     if options.spill_to == "shared":
-        own_shared = shared.own_static_shared(fn, module_decls)
+        own_shared = own_static_shared(fn, module_decls)
         shared.check_allowed(fn)
         threads, source, one_dim = shared.block_threads(fn, options.block_size)
         shared_block = (threads, source)
@@ -478,20 +479,40 @@ def _compact(a: Allocation) -> None:
     the same graph before coalescing (merging copies can lengthen live ranges and cost a
     register), keeping whichever uses fewer registers (the coalesced one on a tie). A count
     proven minimal for the coalesced graph says nothing of the graph before coalescing, so
-    that one is tried even then."""
+    that one is tried even then. In a leaf function (no caller-save penalty) the coalesced
+    graph's search is skipped when the greedy colorings of the graph before coalescing already
+    use fewer registers than a clique of the coalesced one needs (that search could not win),
+    and the graph before coalescing is not tried when coalescing merged nothing (it is the
+    same graph, its colorings and searches the same)."""
     analysis, problem, coloring = a.analysis, a.problem, a.coloring
     bound = analysis.pressure.max_live
     penalty = convention.caller_save_penalty(analysis, a.conv, problem, a.info)
-    compact(problem, coloring, bound, penalty=penalty)
+    plain = colorings = None
+
+    def plain_problem() -> Problem:
+        nonlocal plain
+        if plain is None:
+            plain = Problem.from_analysis(analysis, a.regfile, a.info.precolored, a.pinned,
+                                          prefer=problem.prefer_by_reg)
+        return plain
+
+    def plain_registers() -> int | None:
+        nonlocal colorings
+        colorings = greedy_colorings(plain_problem())
+        return fewest_registers(colorings, plain)
+
+    compact(problem, coloring, bound, penalty=penalty,
+            rival=plain_registers if penalty is None else None)
     registers = high_water(problem, coloring.start)
-    if registers <= bound:
-        return
-    plain = Problem.from_analysis(analysis, a.regfile, a.info.precolored, a.pinned,
-                                  prefer=problem.prefer_by_reg)
+    if registers <= bound or (penalty is None and not problem.merges
+                              and not a.relief_precolored):
+        return                  # (or the graph before coalescing is this one: nothing to win)
+    plain = plain_problem()
     fresh = Coloring()
     if compact(plain, fresh, bound,
                penalty=convention.caller_save_penalty(analysis, a.conv, plain, a.info),
-               to_beat=(registers, penalty(coloring.start) if penalty else None)):
+               to_beat=(registers, penalty(coloring.start) if penalty else None),
+               colorings=colorings):
         a.problem, a.coloring = plain, fresh
 
 
@@ -704,6 +725,8 @@ def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], ste
     elif frame:
         array_decl = f".local .align 16 .b8 {state.array}[{frame}];"
     out = work.copy()
+    if array_decl is not None and state.shared:
+        shared.bound_launches(out, threads)
     out.body = output.build_body(work, header, output.declarations(used_names, stem),
                                  array_decl, removed_copies)
     result.function = out

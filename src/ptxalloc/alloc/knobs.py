@@ -22,10 +22,11 @@ SpillSplitLoops                               -         1  one reload before a l
 SpillSlotsToRegisters                         -         2  a slot with a register free: copies
 SpillReloadsToRegisters                       -         1  a reload a free register serves: copies
 SpillStaticWeight                             -        10  cost per word of spill code, static
-schedule                                      -         0  ptxalloc's own: 1 = schedule first
+schedule                                      -         1  ptxalloc's own: 1 = schedule first
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
 recompute                                     -         1  ptxalloc's own: recompute at the use
+induction                                     -         0  ptxalloc's own: pointer families as a counter
 SpillEvict                                    -         1  briggs: a failed node evicts cheaper ones
 SpillUncoalesced                              -         1  briggs: keep the uncoalesced coloring if cheaper
 ========================================  =====  ========  =====================================
@@ -37,7 +38,8 @@ it switches ptxalloc's pressure-aware scheduling before allocation
 two pre-passes of seed 004's pipeline, HoistInvariants (:mod:`ptxalloc.passes.hoist`) and
 ConvertMemoryToRegisterOrUniform (:mod:`ptxalloc.passes.promote`), likewise for every allocator;
 ``recompute`` its recomputation of cheap values, addresses and predicates at their uses
-(:mod:`ptxalloc.passes.recompute`). ``SpillEvict`` and ``SpillUncoalesced`` are second chances
+(:mod:`ptxalloc.passes.recompute`), ``induction`` its rewriting of loop-carried pointer families
+as one induction variable (:mod:`ptxalloc.passes.induction`). ``SpillEvict`` and ``SpillUncoalesced`` are second chances
 for briggs's spill choice after select (:mod:`ptxalloc.alloc.choice`; docs/decisions.md,
 "Second chances for the spill choice"); 0 gives the seeds' Briggs coloring exactly.
 ``SpillStaticWeight`` (a number, 0 = the seeds' cost) adds to each value's spill cost that many
@@ -136,7 +138,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("SpillStaticWeight", None, 10, False, 0,
          "cost added per 32-bit word of spill code a value's definitions and uses would "
          "store or reload (0: the seeds' frequency-weighted cost alone)", scope="all"),
-    Knob("schedule", None, 0, True, 0,
+    Knob("schedule", None, 1, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 0 = off", maximum=1, scope="all"),
     Knob("hoist", None, 0, True, 0,
@@ -152,6 +154,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "before allocation (passes/recompute.py), 2 = also with the definitions of operands "
          "not live there (chains up to three deep; a 32-bit index kept for a 64-bit offset), "
          "0 = off", maximum=2, scope="all"),
+    Knob("induction", None, 0, True, 0,
+         "ptxalloc's own: 1 = loop-carried families of 64-bit pointers advanced by one stride "
+         "rewritten as one counter plus each pointer's offset before recomputation, kept when "
+         "MaxLive falls (passes/induction.py), 0 = off", maximum=1, scope="all"),
     Knob("SpillEvict", None, 1, True, 0,
          "1: after the first round's select, a node left without a register takes the placement of colored "
          "neighbours that cost less to spill than it (alloc/choice.py), 0 = the seeds' select",

@@ -11,7 +11,7 @@ from ..ir.module import Function
 from ..target.occupancy import block_size
 from ..target.sm import SMProfile
 from . import calls
-from .costs import memory_latency, spill_costs
+from .costs import cost_terms, costs_from_terms, memory_latency, spill_costs
 from .interference import InterferenceGraph
 from .liveness import Liveness
 from .pressure import Pressure
@@ -27,7 +27,8 @@ class FunctionAnalysis:
     explanations) does not pay for them."""
 
     __slots__ = ("fn", "cfg", "liveness", "tuples", "_graph", "pressure", "mem_latency",
-                 "_costs", "_cost_inputs", "_live_across_calls", "_across_calls")
+                 "_costs", "_cost_inputs", "_cost_terms", "_live_across_calls",
+                 "_across_calls")
 
     def __init__(self, fn: Function, cfg: CFG, liveness: Liveness, tuples: TupleInfo,
                  graph: InterferenceGraph | None, pressure: Pressure, mem_latency: float,
@@ -41,6 +42,7 @@ class FunctionAnalysis:
         self.pressure = pressure
         self.mem_latency = mem_latency
         self._costs = costs
+        self._cost_terms: tuple | None = None
         self._live_across_calls: dict[int, int] | None = None
         self._across_calls: int | None = None
         # copies: the costs are those of the inputs as they are now, whenever they are read
@@ -58,8 +60,17 @@ class FunctionAnalysis:
         """The spill cost of each register (computed on first use)."""
         if self._costs is None:
             remat, no_spill = self._cost_inputs
-            self._costs = spill_costs(self.cfg, self.liveness, self.mem_latency, remat, no_spill)
+            self._costs = costs_from_terms(self.cost_terms, self.mem_latency, remat, no_spill)
         return self._costs
+
+    @property
+    def cost_terms(self) -> tuple[list[float], ...]:
+        """The terms of the spill-cost formula that depend on the function alone
+        (:func:`ptxalloc.analysis.costs.cost_terms`), computed once: costs under other
+        rematerialization inputs reuse them."""
+        if self._cost_terms is None:
+            self._cost_terms = cost_terms(self.cfg, self.liveness)
+        return self._cost_terms
 
     @property
     def live_across_calls(self) -> dict[int, int]:

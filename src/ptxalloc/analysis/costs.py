@@ -50,9 +50,16 @@ def spill_costs(cfg: CFG, liveness: Liveness, mem_latency: float,
                 remat: dict[int, float] | None = None,
                 no_spill: set[int] | frozenset[int] = frozenset()) -> list[float]:
     """Spill cost of every virtual register of the function."""
+    return costs_from_terms(cost_terms(cfg, liveness), mem_latency, remat, no_spill)
+
+
+def cost_terms(cfg: CFG, liveness: Liveness) -> tuple[list[float], ...]:
+    """Per register, the terms of the formula that depend on the function alone: definition
+    frequency, use frequency, the average loop multiplier and the class factor (1.0 or
+    ``WIDE_FACTOR``). Costs under other ``remat`` inputs (``analyze`` wants them with and
+    without rematerialization) reuse them."""
     fn = cfg.fn
     n = len(fn.regs)
-    classes = fn.regs.classes
     def_freq = [0.0] * n
     use_freq = [0.0] * n
     loop_sum = [0.0] * n
@@ -72,16 +79,24 @@ def spill_costs(cfg: CFG, liveness: Liveness, mem_latency: float,
             for v in bits(mention):
                 loop_sum[v] += w
                 freq_sum[v] += f
-    costs = [0.0] * n
-    for v in range(n):
-        mult = loop_sum[v] / freq_sum[v] if freq_sum[v] > 0.0 else 1.0
-        if remat is not None and v in remat:
-            c = use_freq[v] * remat[v] * mult
-        else:
-            c = def_freq[v] * use_freq[v] * mem_latency * mult
-        if classes[v] in (RegClass.GPR64, RegClass.B128) or fn.regs.vec[v] > 1:
-            c *= WIDE_FACTOR
-        costs[v] = min(max(c, 0.0), MAX_COST)
+    mult = [s / f if f > 0.0 else 1.0 for s, f in zip(loop_sum, freq_sum)]
+    wide = (RegClass.GPR64, RegClass.B128)
+    factor = [WIDE_FACTOR if c in wide or k > 1 else 1.0
+              for c, k in zip(fn.regs.classes, fn.regs.vec)]
+    return def_freq, use_freq, mult, factor
+
+
+def costs_from_terms(terms: tuple[list[float], ...], mem_latency: float,
+                     remat: dict[int, float] | None = None,
+                     no_spill: set[int] | frozenset[int] = frozenset()) -> list[float]:
+    """The spill cost of every register from the function's :func:`cost_terms` (a factor of
+    1.0 multiplies exactly: the costs are those of the formula as written)."""
+    def_freq, use_freq, mults, factors = terms
+    costs = [min(max(d * u * mem_latency * m * k, 0.0), MAX_COST)
+             for d, u, m, k in zip(def_freq, use_freq, mults, factors)]
+    if remat:
+        for v, r in remat.items():
+            costs[v] = min(max(use_freq[v] * r * mults[v] * factors[v], 0.0), MAX_COST)
     for v in no_spill:
         costs[v] = INFINITE
     return costs

@@ -24,7 +24,7 @@ from ..ir.registers import RegClass
 from ..spill.remat import COMPUTE_COST, remat_candidates
 from ..target.occupancy import occupancy
 from ..util import bits
-from .costs import spill_costs
+from .costs import costs_from_terms
 from .sources import format_source, source_of
 
 
@@ -33,8 +33,8 @@ def remat_and_costs(a) -> tuple[dict, list[float]]:
     of every register when those are rematerialized instead of spilled. :func:`peak_values`
     and :func:`what_to_change` share one (a register's cost depends on its own entry only)."""
     remat = remat_candidates(a.fn, a.cfg.instrs)
-    costs = spill_costs(a.cfg, a.liveness, a.mem_latency,
-                        {v: COMPUTE_COST for v in remat}) if remat else a.costs
+    costs = costs_from_terms(a.cost_terms, a.mem_latency,
+                             {v: COMPUTE_COST for v in remat}) if remat else a.costs
     return remat, costs
 
 
@@ -51,21 +51,7 @@ def peak_values(a, files: dict[int, str], shared: tuple | None = None) -> list[d
     want = 0
     for v in live:
         want |= 1 << v
-    length = dict.fromkeys(live, 0)
-    # how many instructions hold each distinct set of the peak's values (few distinct sets:
-    # live ranges change slowly), then each set's values counted once per set
-    times: dict[int, int] = {}
-    for b in cfg.blocks:
-        for k, after in enumerate(a.liveness.live_after(b.id)):
-            ins = b.instrs[k]
-            here = after & want
-            for d in ins.defs:
-                if want >> d & 1:
-                    here |= 1 << d
-            times[here] = times.get(here, 0) + 1
-    for here, count in times.items():
-        for v in bits(here):
-            length[v] += count
+    length = live_lengths(cfg, a.liveness, want)
     defs: dict[int, list[int]] = {v: [] for v in live}
     next_use: dict[int, int | None] = dict.fromkeys(live)
     last_use: dict[int, int] = dict.fromkeys(live, -1)
@@ -103,6 +89,43 @@ def peak_values(a, files: dict[int, str], shared: tuple | None = None) -> list[d
     return out
 
 
+def live_lengths(cfg, liveness, want: int) -> dict[int, int]:
+    """For each register of the bitset ``want``, how many instructions it is live after or
+    defined by. Counted per live segment (the instructions of one block from a definition or
+    the block's start to the next use or the block's end), not instruction by instruction: a
+    segment adds its length, a value live through a block the block's length, a definition
+    nothing reads its one instruction."""
+    length = dict.fromkeys(bits(want), 0)
+    for b in cfg.blocks:
+        instrs = b.instrs
+        m = len(instrs)
+        if not m:
+            continue
+        live = liveness.live_out[b.id] & want
+        top: dict[int, int] = {}        # value -> last instruction of its open segment
+        touched = 0                     # values whose segment is not the whole block
+        for i in range(m - 1, -1, -1):
+            ins = instrs[i]
+            for d in ins.defs:
+                if want >> d & 1:
+                    if not live >> d & 1:
+                        length[d] += 1          # defined, never read after
+                    elif ins.guard < 0:         # the segment starts here
+                        length[d] += top.pop(d, m - 1) - i + 1
+                        touched |= 1 << d
+                        live &= ~(1 << d)
+            for u in ins.uses:
+                if want >> u & 1 and not live >> u & 1:
+                    live |= 1 << u
+                    top[u] = i - 1
+                    touched |= 1 << u
+        for v, t in top.items():
+            length[v] += t + 1
+        for v in bits(live & ~touched):
+            length[v] += m
+    return length
+
+
 def group_by_source(values: list[dict]) -> list[dict]:
     """The peak's values grouped by the source line of their first definition (the PTX line
     where it has no ``.loc``), most registers first."""
@@ -124,41 +147,48 @@ def group_by_source(values: list[dict]) -> list[dict]:
     return sorted(groups.values(), key=lambda g: -g["registers"])
 
 
-def next_step(sm, registers: int, block: int) -> int | None:
+def next_step(sm, registers: int, block: int, static_shared: int = 0) -> int | None:
     """The most registers per thread that give more warps per SM than ``registers`` does at
-    ``block`` threads; None when fewer registers would not raise occupancy."""
-    now = occupancy(sm, registers, block).warps_per_sm
+    ``block`` threads (and ``static_shared`` bytes of shared memory a block); None when fewer
+    registers would not raise occupancy."""
+    now = occupancy(sm, registers, block, static_shared).warps_per_sm
     for r in range(registers - 1, 0, -1):
-        if occupancy(sm, r, block).warps_per_sm > now:
+        if occupancy(sm, r, block, static_shared).warps_per_sm > now:
             return r
     return None
 
 
 def what_to_change(a, sm, block: int, block_from: str, max_picks: int = 32,
-                   shared: tuple | None = None) -> dict:
+                   shared: tuple | None = None, static_shared: int = 0) -> dict:
     """The registers to shed for the next occupancy step and the cheapest values to
     rematerialize or spill to get there (module docstring); ``shared`` is
-    :func:`remat_and_costs` of ``a`` when the caller has it."""
+    :func:`remat_and_costs` of ``a`` when the caller has it; ``static_shared`` the function's
+    own shared memory per block, which can limit occupancy before registers do."""
     p = a.pressure
     max_live = p.max_live
-    now = occupancy(sm, max_live, block)
+    now = occupancy(sm, max_live, block, static_shared)
     out = {"block_size": block, "block_from": block_from,
            "registers_now": max_live, "occupancy_now": now.as_dict()}
-    target = next_step(sm, max_live, block)
+    target = next_step(sm, max_live, block, static_shared)
     if target is None:
         out["next_step"] = None
         out["note"] = (f"fewer registers would not raise occupancy at {block} threads "
                        f"(limited by {now.limiter})")
         return out
-    step = occupancy(sm, target, block)
+    step = occupancy(sm, target, block, static_shared)
     regs = a.fn.regs
     cfg = a.cfg
     # every instruction above the target: its excess (in 16-bit units) and live set
     excess: list[int] = []
     masks: list[int] = []
     limit = 2 * target
-    for b in cfg.blocks:
-        for k, after in enumerate(a.liveness.live_after(b.id)):
+    # only the blocks holding such an instruction need their live sets (few do: the next step
+    # is just below MaxLive)
+    above = [i for i, g in enumerate(p.gpr) if int(round(2 * g)) > limit]
+    block_of = cfg.block_of
+    for bid in sorted({block_of[i] for i in above}):
+        b = cfg.blocks[bid]
+        for k, after in enumerate(a.liveness.live_after(bid)):
             i = b.first + k
             units = int(round(2 * p.gpr[i]))
             if units > limit:
@@ -197,7 +227,8 @@ def what_to_change(a, sm, block: int, block_from: str, max_picks: int = 32,
     heap = [h for h in heap if h[0] < 0]
     heapq.heapify(heap)
     picks = []
-    while heap and any(e > 0 for e in excess) and len(picks) < max_picks:
+    short = sum(1 for e in excess if e > 0)     # instructions still above the target
+    while heap and short and len(picks) < max_picks:
         score, v, stamp = heapq.heappop(heap)
         if stamp != len(picks):
             gain = gain_of(v)
@@ -208,6 +239,8 @@ def what_to_change(a, sm, block: int, block_from: str, max_picks: int = 32,
         for j in rows[v]:
             if excess[j] > 0:
                 excess[j] -= w
+                if excess[j] <= 0:
+                    short -= 1
         picks.append({"name": regs.names[v], "registers": w / 2,
                       "action": "rematerialize" if v in remat else "spill",
                       "cost": round(candidates.pop(v), 3)})
@@ -215,5 +248,5 @@ def what_to_change(a, sm, block: int, block_from: str, max_picks: int = 32,
                         "occupancy": step.as_dict()}
     out["candidates"] = picks
     out["candidates_cost"] = round(sum(x["cost"] for x in picks), 3)
-    out["enough"] = not any(e > 0 for e in excess)
+    out["enough"] = not short
     return out

@@ -28,18 +28,6 @@ from .tuples import TupleInfo
 
 
 @dataclass
-class LiveValue:
-    name: str
-    reg: int
-    rclass: str
-    defined_at: list[int]          # instruction ids
-    def_lines: list[int]           # PTX line numbers
-    def_source: list[tuple]        # .loc (file index, line, column, inlined_at) where known
-    last_use: int                  # instruction id of the last use in program order, -1: none
-    last_use_line: int
-
-
-@dataclass
 class PressurePoint:
     instr: int                     # instruction id (index into cfg.instrs); -1: block entry
     block: int
@@ -119,6 +107,23 @@ class Pressure:
         entry_gpr = [0.0] * len(cfg.blocks)
         entry_pred = [0] * len(cfg.blocks)
 
+        # a value outside tuple groups is counted inline (most are: issue 16); the others, and
+        # every value when the classes are split, through add/remove
+        inline = [not split_classes and g < 0 for g in group]
+        weight = [0 if p else u for p, u in zip(is_pred, units)]
+        pcount = [1 if p else 0 for p in is_pred]
+        # a live-out set is counted with one popcount per register width, not value by value
+        by_weight: dict[int, int] = {}
+        pred_mask = 0
+        slow = 0
+        for v in range(len(group)):
+            if not inline[v]:
+                slow |= 1 << v
+            elif is_pred[v]:
+                pred_mask |= 1 << v
+            elif weight[v]:
+                by_weight[weight[v]] = by_weight.get(weight[v], 0) | 1 << v
+
         for b in cfg.blocks:
             # counters for the set live after the current instruction
             live = liveness.live_out[b.id]
@@ -161,39 +166,56 @@ class Pressure:
                 unit_sum -= w
                 cls_units[cls_index[v]] -= w
 
-            for v in bits(live):
+            unit_sum = sum(w * (live & m).bit_count() for w, m in by_weight.items())
+            pred_sum = (live & pred_mask).bit_count()
+            for v in bits(live & slow):
                 add(v)
             instrs = b.instrs
             for k in range(len(instrs) - 1, -1, -1):
                 ins = instrs[k]
                 i = b.first + k
+                defs = ins.defs
                 # the defs join the live-after set for this point
-                extra = [d for d in ins.defs if not live >> d & 1]
+                extra = [d for d in defs if not live >> d & 1] if defs else defs
                 if ins.is_copy:
-                    d, s_ = ins.defs[0], ins.uses[0]
+                    d, s_ = defs[0], ins.uses[0]
                     if d != s_ and live >> s_ & 1:
                         if extra:
                             extra = []             # d shares s's register
                         elif live >> d & 1:
                             extra = None           # d and s live after: count once
                 if extra is None:
-                    remove(ins.defs[0])
+                    remove(defs[0])
                     u, p = unit_sum, pred_sum
                     if split_classes:
                         for c, w in enumerate(cls_units):
                             if w:
                                 by_class_units[c][i] = w
-                    add(ins.defs[0])
+                    add(defs[0])
+                elif extra:
+                    for d in extra:
+                        if inline[d]:
+                            unit_sum += weight[d]
+                            pred_sum += pcount[d]
+                        else:
+                            add(d)
+                    u, p = unit_sum, pred_sum
+                    if split_classes:
+                        for c, w in enumerate(cls_units):
+                            if w:
+                                by_class_units[c][i] = w
+                    for d in extra:
+                        if inline[d]:
+                            unit_sum -= weight[d]
+                            pred_sum -= pcount[d]
+                        else:
+                            remove(d)
                 else:
-                    for d in extra:
-                        add(d)
                     u, p = unit_sum, pred_sum
                     if split_classes:
                         for c, w in enumerate(cls_units):
                             if w:
                                 by_class_units[c][i] = w
-                    for d in extra:
-                        remove(d)
                 gpr[i] = u / 2
                 pred[i] = p
                 if u > best[0]:
@@ -202,14 +224,22 @@ class Pressure:
                     best_pred = p
                 # step to the live-before set
                 if ins.guard < 0:
-                    for d in ins.defs:
+                    for d in defs:
                         if live >> d & 1:
                             live &= ~(1 << d)
-                            remove(d)
+                            if inline[d]:
+                                unit_sum -= weight[d]
+                                pred_sum -= pcount[d]
+                            else:
+                                remove(d)
                 for v in ins.uses:
                     if not live >> v & 1:
                         live |= 1 << v
-                        add(v)
+                        if inline[v]:
+                            unit_sum += weight[v]
+                            pred_sum += pcount[v]
+                        else:
+                            add(v)
             # block entry: live-in
             entry_gpr[b.id] = unit_sum / 2
             entry_pred[b.id] = pred_sum
@@ -241,31 +271,3 @@ class Pressure:
         """Instruction ids of the highest-pressure instructions, highest first."""
         order = sorted(range(len(self.gpr)), key=lambda i: (-self.gpr[i], i))
         return order[:count]
-
-    def describe(self, live: list[int]) -> list[LiveValue]:
-        """Where each of the given registers is defined and last used."""
-        cfg = self.cfg
-        regs = cfg.fn.regs
-        want = set(live)
-        defs: dict[int, list[int]] = {v: [] for v in want}
-        last: dict[int, int] = {v: -1 for v in want}
-        for i, ins in enumerate(cfg.instrs):
-            for d in ins.defs:
-                if d in want:
-                    defs[d].append(i)
-            for u in ins.uses:
-                if u in want:
-                    last[u] = i
-        out = []
-        instrs = cfg.instrs
-        for v in live:
-            if regs.classes[v] == RegClass.PRED:
-                continue
-            ds = defs[v]
-            lu = last[v]
-            out.append(LiveValue(
-                name=regs.names[v], reg=v, rclass=regs.classes[v].name, defined_at=ds,
-                def_lines=[instrs[i].line for i in ds],
-                def_source=[instrs[i].loc for i in ds if instrs[i].loc is not None],
-                last_use=lu, last_use_line=instrs[lu].line if lu >= 0 else 0))
-        return out

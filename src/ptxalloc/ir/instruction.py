@@ -19,6 +19,16 @@ from .operands import Imm, Mem, Operand, Reg, Sym
 NONE, DEF, USE, USEDEF = 0, 1, 2, 3
 
 
+#: opcode -> opcode without modifiers, one string per opcode (parsing meets each thousands of
+#: times)
+_BASES: dict[str, str] = {}
+
+
+def _base_of(opcode: str) -> str:
+    base = _BASES[opcode] = opcode.split(".", 1)[0]
+    return base
+
+
 class Instruction:
     """One PTX instruction: full ``opcode``, ``guard`` register id (-1 for none) and
     ``guard_neg``, ``ops``, and from the ISA table each operand's role and the ``defs`` and
@@ -34,7 +44,7 @@ class Instruction:
         self.opcode = opcode
         # the opcode without modifiers (``ld`` for ``ld.global.f32``), split once here rather
         # than on every read (issue 16: 270k splits on one file); the opcode never changes
-        self.base: str = opcode.split(".", 1)[0]
+        self.base: str = _BASES.get(opcode) or _base_of(opcode)
         self.ops = ops
         self.guard = guard
         self.guard_neg = guard_neg

@@ -236,7 +236,7 @@ def classify(instr: Instruction, regs: RegTable) -> None:
     """Give every operand of ``instr`` its role and derive ``defs``/``uses``/``is_copy``."""
     ops = instr.ops
     opc = instr.opcode
-    base, known, may_define = _opcode_facts(opc)
+    base, known, may_define = _OPCODES.get(opc) or _opcode_facts(opc)
     if not known:
         instr.known = False
         instr.set_roles(tuple(USEDEF if type(op) is not Mem else USE for op in ops))
@@ -300,8 +300,7 @@ def tuple_operands(instr: Instruction, regs: RegTable | None = None) -> list[tup
     ``regs`` gives each member's size; without it every member counts as one 32-bit register
     (then a ``.v2.f64`` pair gets alignment 2, not the 4 it needs): pass it.
     """
-    opc = instr.opcode
-    base = opc.split(".", 1)[0]
+    base = instr.base
     if base in _MEMORY_TUPLES:
         cap = 0
         candidates: list = []

@@ -130,6 +130,10 @@ class Module(_Record):
         """The function definitions, in source order."""
         return [it for it in self.items if type(it) is Function]
 
+    def declarations(self) -> list[str]:
+        """The texts of the module-scope items that are not functions (directives, variables)."""
+        return [it.text for it in self.items if type(it) is not Function]
+
     def function(self, name: str) -> Function | None:
         """The function called ``name``, or None."""
         for f in self.functions:

@@ -28,6 +28,13 @@ at its uses when
   and narrower than the value (``%idx``, 32 bits, for the 64-bit ``%off``): its range then takes
   over the value's, one register where there were two, as ptxas keeps a 32-bit index per
   element and forms the address at the access;
+* for a predicate (a ``setp``, or ``and``/``or``/``xor``/``not.pred`` of predicates) when the
+  function keeps more predicates live at once than P0-P6 hold, a second plan also reads its
+  32-bit operands at the use with their ranges extended (Triton's matmul keeps 33 predicates
+  live from ``setp``s before its epilogue's barrier to the stores they guard; ptxas issues ``ISETP`` right before each guarded
+  access and never keeps more than 7): a predicate beyond the file would spill into a general
+  register anyway. Of the plans with and without this trade the one needing fewer registers
+  in all (general MaxLive plus the predicates beyond the file) is kept;
 * the recomputations are worth it by seed 002's rule (:func:`ptxalloc.spill.remat.
   worth_rematerializing`: one cycle of compute against a reload of 4 to 10) and there are at
   most :data:`MAX_RECOMPUTATIONS` of them, and the value's range shrinks (it is not read only
@@ -60,7 +67,8 @@ from ..ir.operands import Imm, Reg, Sym
 from ..ir.recompute import Recompute, apply_recomputations
 from ..ir.registers import CLASS_BITS, RegClass
 from ..spill.remat import worth_rematerializing
-from ..util import gc_paused
+from ..target.units import PRED_REGS
+from ..util import bits as set_bits, gc_paused
 
 #: Opcodes cheap enough to recompute (seed 002: moves, add/sub, shifts, bitwise operations,
 #: address computation), integer types only, and ``setp`` of any type.
@@ -68,6 +76,9 @@ CHEAP_BASES = frozenset(("add", "sub", "mul", "mad", "shl", "shr", "and", "or", 
                          "cvt", "cvta", "mov", "setp"))
 _TYPE = re.compile(r"\.(?:[subf]\d+|f16x2|bf16x2|bf16|pred|tf32|e4m3|e5m2)\b")
 _INTEGER = re.compile(r"\.[sub](?:8|16|32|64)$")
+
+#: Predicate logic (``and.pred %p, %q, %r``) is as cheap as a ``setp``.
+PREDICATE_LOGIC = frozenset(("and", "or", "xor", "not"))
 
 #: The most recomputations of one value (each is one instruction more).
 MAX_RECOMPUTATIONS = 8
@@ -115,6 +126,8 @@ def cheap(ins) -> bool:
     if base == "setp":
         return True
     types = _TYPE.findall(ins.opcode)
+    if types == [".pred"]:
+        return base in PREDICATE_LOGIC
     return bool(types) and all(_INTEGER.match(t) for t in types) or \
         (base == "mov" and not types)
 
@@ -122,26 +135,85 @@ def cheap(ins) -> bool:
 def recompute_function(fn: Function, chains: bool = True) -> Recomputed | None:
     """The function with its cheap values recomputed at their uses (with ``chains``, together
     with operands not live there: :func:`plan`), or None when nothing qualifies or MaxLive
-    would not stay as low."""
+    would not stay as low: of :func:`recompute_choices`, the one needing fewest registers."""
+    best = None
+    for got in recompute_choices(fn, chains):
+        if got is not None and (best is None or registers_needed(got.max_live_after)
+                                < registers_needed(best.max_live_after)):
+            best = got
+    return best
+
+
+def recompute_choices(fn: Function, chains: bool = True) -> list[Recomputed | None]:
+    """The recomputations worth choosing between, each None when nothing qualifies or MaxLive
+    would not stay as low: the plan of :func:`plan`, and, with ``chains`` when more predicates
+    are live at once than P0-P6 hold, also the plan that trades predicates for the ranges of
+    their 32-bit operands. Which one needs fewer registers can depend on what follows (the
+    schedule sinks loads to the ``setp`` they feed only when the ``setp`` stays where it is):
+    :func:`ptxalloc.pipeline.pre_passes` chooses after scheduling each."""
     from ..analysis import pressure_of
+    from ..analysis.pressure import Pressure
+    from ..analysis.tuples import find_tuples
     with gc_paused():
-        records, dead = plan(fn, chains)
-        if not records:
-            return None
-        new = apply_recomputations(fn, records, dead)
-        old_p = pressure_of(fn)
-        new_p = pressure_of(new)
+        made = _plan(fn, chains, False)
+        if made.liveness is not None:
+            # MaxLive before: the plan's CFG and liveness are those of ``fn`` (pressure_of's)
+            old_p = Pressure(made.cfg, made.liveness, find_tuples(fn, made.cfg.instrs))
+        else:
+            old_p = pressure_of(fn)
         before = (old_p.max_live, old_p.max_preds)
-        after = (new_p.max_live, new_p.max_preds)
-        if after[0] > before[0] or after[1] > before[1]:
-            return None
-        return Recomputed(new, records, dead, before, after)
+        out: list[Recomputed | None] = []
+        first = None
+        for trade in (False, True) if chains and old_p.max_preds > PRED_REGS else (False,):
+            if trade:
+                made = _plan(fn, chains, True)
+            records, dead = made.records, made.dead
+            if trade and (records, dead) == first:
+                break           # the trade changes nothing: one choice
+            first = records, dead
+            got = None
+            if records:
+                new = made.applied or apply_recomputations(fn, records, dead)
+                new_p = pressure_of(new)
+                after = (new_p.max_live, new_p.max_preds)
+                if after[0] <= before[0] and after[1] <= before[1]:
+                    got = Recomputed(new, records, dead, before, after)
+            out.append(got)
+        return out
 
 
-def plan(fn: Function, chains_allowed: bool = True) -> tuple[list[Recompute], list[int]]:
+def registers_needed(max_live: tuple[int, int]) -> int:
+    """General registers a function with MaxLive (general, predicates) needs: the predicates
+    beyond P0-P6 spill into general registers."""
+    return max_live[0] + max(0, max_live[1] - PRED_REGS)
+
+
+def plan(fn: Function, chains_allowed: bool = True,
+         trade_predicates: bool = False) -> tuple[list[Recompute], list[int]]:
     """The recomputations to make and the definitions they leave dead; with
     ``chains_allowed``, a definition whose operand is not live at a use is recomputed there
-    together with that operand's own definition (module docstring)."""
+    together with that operand's own definition; with ``trade_predicates``, a predicate is
+    recomputed at its uses with its 32-bit operands' ranges extended there (module
+    docstring)."""
+    made = _plan(fn, chains_allowed, trade_predicates)
+    return made.records, made.dead
+
+
+@dataclass
+class _Plan:
+    """:func:`plan`'s result with what it computed on the way, for
+    :func:`recompute_choices` not to compute it again: the CFG and liveness of ``fn``, and the
+    records applied when checking for unread chain definitions (None when that needed no
+    application)."""
+
+    records: list[Recompute]
+    dead: list[int]
+    cfg: CFG
+    liveness: Liveness | None = None
+    applied: Function | None = None
+
+
+def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) -> _Plan:
     cfg = CFG(fn)
     instrs = cfg.instrs
     regs = fn.regs
@@ -170,9 +242,10 @@ def plan(fn: Function, chains_allowed: bool = True) -> tuple[list[Recompute], li
                 and (regs.vec[ins.defs[0]] == 0) and regs.classes[ins.defs[0]] != RegClass.B128:
             define[ins.defs[0]] = i
     if not define:
-        return [], []
+        return _Plan([], [], cfg)
     available = _available_before(cfg, instrs, define)
     liveness = Liveness(cfg)
+    trading = [False]       # a predicate is being planned and may take operands' ranges
     live_before: dict[int, list[int]] = {}
     records = []
     dead = []
@@ -204,7 +277,7 @@ def plan(fn: Function, chains_allowed: bool = True) -> tuple[list[Recompute], li
             if chain_for(u, j, live, depth, trial, trial_ext):
                 chain[:], extended[:] = trial, trial_ext
                 return True
-        if only:
+        if only or (trading[0] and regs.classes[u] == RegClass.GPR32):
             extended.append(u)
             return True
         return False
@@ -238,6 +311,7 @@ def plan(fn: Function, chains_allowed: bool = True) -> tuple[list[Recompute], li
             continue                    # read right after it is made: nothing to shorten
         chains: list[tuple[int, ...]] = []
         extended: list[int] = []        # narrower operands whose range takes over v's
+        trading[0] = trade_predicates and regs.classes[v] == RegClass.PRED
         for j in sites:
             if not available[j] >> v & 1 or uses_carry(instrs[j]) or \
                     not worth_rematerializing(cfg.blocks[cfg.block_of[j]].depth):
@@ -255,7 +329,7 @@ def plan(fn: Function, chains_allowed: bool = True) -> tuple[list[Recompute], li
             ext = 0
             for u in extended:
                 ext |= 1 << u
-            if ext and not _narrower(regs, ext, v):
+            if ext and not _narrower(regs, ext, v, trade_predicates):
                 continue
             operands |= ext
             for j, chain in zip(sites, chains):
@@ -266,33 +340,43 @@ def plan(fn: Function, chains_allowed: bool = True) -> tuple[list[Recompute], li
             dead.append(i)
             pinned |= operands
     records.sort()
-    dead.extend(_unread_chain_definitions(fn, instrs, records, dead))
-    return records, dead
+    unread, applied = _unread_chain_definitions(fn, instrs, records, dead)
+    dead.extend(unread)
+    return _Plan(records, dead, cfg, liveness, applied)
 
 
-def _narrower(regs, extended: int, v: int) -> bool:
+def _narrower(regs, extended: int, v: int, trade_predicates: bool = False) -> bool:
     """Whether the general registers of the bitset ``extended`` together are narrower than
-    ``v``, whose range theirs take over."""
+    ``v``, whose range theirs take over; for a predicate ``v``, when ``trade_predicates``
+    (more predicates live at once than P0-P6), 32-bit registers are: a predicate beyond the
+    file would take a general register anyway, spilled there by ``selp`` and reloaded by
+    ``setp`` (ptxas's ``ISETP`` right before the guarded access), and the operands are often
+    shared (a bound every ``setp`` reads); :func:`recompute_function` (and, after scheduling,
+    :func:`ptxalloc.pipeline.pre_passes`) keeps the plan only when it needs fewer registers in
+    all than the plan without the trade."""
+    if regs.classes[v] == RegClass.PRED:
+        return trade_predicates and all(regs.classes[u] == RegClass.GPR32
+                                        for u in range(extended.bit_length())
+                                        if extended >> u & 1)
     if regs.classes[v] not in (RegClass.GPR32, RegClass.GPR64):
         return False
-    bits = 0
-    u = 0
-    while extended >> u:
-        if extended >> u & 1:
-            if regs.classes[u] not in (RegClass.GPR32, RegClass.GPR64):
-                return False
-            bits += CLASS_BITS[regs.classes[u]]
-        u += 1
-    return bits < CLASS_BITS[regs.classes[v]]
+    width = 0
+    for u in set_bits(extended):
+        if regs.classes[u] not in (RegClass.GPR32, RegClass.GPR64):
+            return False
+        width += CLASS_BITS[regs.classes[u]]
+    return width < CLASS_BITS[regs.classes[v]]
 
 
 def _unread_chain_definitions(fn: Function, instrs, records: list[Recompute],
-                              dead: list[int]) -> list[int]:
+                              dead: list[int]) -> tuple[list[int], Function | None]:
     """The definitions copied into chains that nothing reads once the records are applied (an
-    offset read only by the address now formed at the access): they are left out too."""
+    offset read only by the address now formed at the access): they are left out too. Also
+    returns the function with the records applied and all those definitions left out (None
+    when no chain copies a definition)."""
     inner = {k for r in records for k in r.inner} - set(dead)
     if not inner:
-        return []
+        return [], None
     gone = set(dead)
     while True:
         read = 0
@@ -302,7 +386,7 @@ def _unread_chain_definitions(fn: Function, instrs, records: list[Recompute],
                 read |= 1 << u
         unread = {k for k in inner - gone if not read >> instrs[k].defs[0] & 1}
         if not unread:
-            return sorted(gone - set(dead))
+            return sorted(gone - set(dead)), new
         gone |= unread
 
 

@@ -24,7 +24,8 @@ stays as written. So the pass never raises MaxLive.
 
 The result is a permutation of the original instructions; :mod:`ptxalloc.verify.schedule`
 validates it independently (and the allocation checker then proves the allocation against the
-scheduled order; docs/checker.md). Switch: the knob ``schedule`` (``--knob schedule=1``).
+scheduled order; docs/checker.md). Switch: the knob ``schedule`` (1, the default; ``--knob
+schedule=0`` allocates the order as written).
 """
 
 from __future__ import annotations

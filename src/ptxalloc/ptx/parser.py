@@ -17,7 +17,8 @@ simple statement takes a fast path, anything else is read token by token. Regist
 dense ids on first reference.
 
 What ptxas rejects but allocation survives (duplicate labels or registers, unknown opcodes,
-wrong operand counts, an unknown ``.version``, no function) is collected as
+wrong operand counts, an unknown ``.version`` or body directive, no function, a ``st.param`` to
+the function's own input parameter) is collected as
 :class:`~ptxalloc.errors.Diagnostic` warnings in ``Module.warnings``; nothing is printed.
 Malformed input raises :class:`~ptxalloc.errors.PtxSyntaxError` with file, line and column.
 """
@@ -34,6 +35,8 @@ from ..ir.module import Function, Module, Param
 from ..ir.operands import SINK, Args, Imm, Mem, Neg, Not, Pair, Reg, Sum, Sym, Vec
 from ..ir.registers import RegClass, RegTable, class_of_type
 from ..util import gc_paused
+
+_classify = isa.classify
 
 # --- body statements -------------------------------------------------------------------------
 
@@ -106,6 +109,9 @@ _PERF = re.compile(r"\.(maxntid|reqntid|minnctapersm|maxnctapersm|maxnreg|noretu
                    r"|abi_preserve_control|blocksareclusters)\b((?:\"[^\"]*\"|[^.\";])*)")
 
 
+#: a register type as a simple declaration writes it (".u32") -> its class
+_REG_TYPES = {"." + t: class_of_type(t) for t in _TYPE_SIZE}
+
 _KNOWN_VERSION = re.compile(r"[1-9]\.\d+")      # PTX ISA 1.0 to 9.x
 
 
@@ -168,6 +174,12 @@ class _Source:
         return message, self.filename, self.line_of(pos), pos - start + 1, text[start:end]
 
 
+#: Directives a function body may hold besides ``.reg`` and ``.loc`` (state spaces of local
+#: declarations, ``.pragma``; PTX ISA chapters 5 and 11), by their first dotted word.
+_BODY_DIRECTIVES = frozenset((".param", ".local", ".shared", ".global", ".const", ".pragma",
+                              ".tex", ".texref", ".samplerref", ".surfref", ".section"))
+
+
 def _split_top(text: str) -> list[str]:
     """Split on commas outside brackets, braces and parentheses."""
     if "{" not in text and "[" not in text and "(" not in text:
@@ -214,8 +226,19 @@ def _unbalanced_at(text: str) -> int:
     return opened[-1] if opened else -1
 
 
-#: opcode -> (known to the ISA table, exact operand count or None)
-_OPCODE_CHECKS: dict[str, tuple[bool, int | None]] = {}
+#: opcode -> (known to the ISA table, exact operand count or None, "bra"/"brx" for a branch
+#: else ""), filled on first sight (after checking the opcode's spelling)
+_OPCODE_FACTS: dict[str, tuple[bool, int | None, str]] = {}
+
+
+def _opcode_facts(opcode: str) -> tuple[bool, int | None, str] | None:
+    """The facts of ``opcode`` (see ``_OPCODE_FACTS``); None when it is not spelled as one."""
+    if not _OPCODE.match(opcode):
+        return None
+    known, count = isa.opcode_check(opcode)
+    base = opcode.split(".", 1)[0]
+    facts = _OPCODE_FACTS[opcode] = (known, count, base if base in ("bra", "brx") else "")
+    return facts
 
 
 class _FunctionParser:
@@ -233,7 +256,10 @@ class _FunctionParser:
         self.names: dict[str, list] = {}
         self.scopes: list[list[tuple[str, list | None]]] = [[]]
         self.reg_cache: list[Reg] = []
-        self.constants: dict[str, Imm | Sym] = {}       # immediates and symbols by text
+        # immediates, symbols and plain addresses ([%rd1+8]) by text, one shared object per
+        # text; an address depends on what its register names mean, so a declaration or a
+        # scope's end empties it (rare after a body's first lines)
+        self.constants: dict[str, Imm | Sym | Mem] = {}
         self.symbols = symbols
         self.roles = src.roles
         self.unresolved: list[tuple[str, int]] = []
@@ -253,16 +279,24 @@ class _FunctionParser:
 
     # -- declarations --
 
-    def declare(self, name: str, ptype: str, vec: int, line: int, pos: int) -> None:
+    def declare(self, declared: list[str], ptype: str, vec: int, line: int, pos: int) -> None:
+        """Declare the registers named in ``declared``, all of type ``ptype`` (a range
+        ``%r<1000>`` is a thousand names declared at once: most are never referenced)."""
         rclass = class_of_type(ptype)
         if rclass is None:
             raise self.src.error(f"'{ptype}' is not a register type", pos, ptype)
-        if name in self.names:
-            self.redeclared(name, line, pos)
+        names = self.names
+        if not names.keys().isdisjoint(declared):
+            for name in declared:
+                if name in names:
+                    self.redeclared(name, line, pos)
         if len(self.scopes) > 1:                # the function's own scope is never undone
-            self.scopes[-1].append((name, self.names.get(name)))
-        self.names[name] = [ptype, rclass, vec, line, -1]
-        self.scope_names[-1].add(name)
+            self.scopes[-1].extend([(name, names.get(name)) for name in declared])
+        for name in declared:
+            names[name] = [ptype, rclass, vec, line, -1]
+        self.scope_names[-1].update(declared)
+        if self.constants:
+            self.constants.clear()              # a cached address may name what is declared
 
     def redeclared(self, name: str, line: int, pos: int) -> None:
         """Warn when ``name``, already declared, was declared in the current scope (ptxas:
@@ -305,11 +339,8 @@ class _FunctionParser:
             if nm is None:
                 raise self.src.error(f"bad register name '{part.strip()}'", pos, part.strip())
             name, count = nm.group(1), nm.group(2)
-            if count is None:
-                self.declare(name, ptype, vec, line, pos)
-            else:
-                for k in range(int(count)):
-                    self.declare(f"{name}{k}", ptype, vec, line, pos)
+            self.declare([name] if count is None else [f"{name}{k}" for k in range(int(count))],
+                         ptype, vec, line, pos)
 
     def push_scope(self) -> None:
         self.scopes.append([])
@@ -323,6 +354,7 @@ class _FunctionParser:
         names = self.names
         self.scope_names.pop()
         self.scope_stack.pop()
+        self.constants.clear()                  # cached addresses may name what ends here
         for name, prev in reversed(self.scopes.pop()):
             if prev is None:
                 del names[name]
@@ -351,8 +383,9 @@ class _FunctionParser:
         if got is not None:
             return got
         op = self._operand(tok, pos)
-        if type(op) is Imm or type(op) is Sym:
-            self.constants[tok] = op            # immutable: share one object per text
+        t = type(op)
+        if t is Imm or t is Sym or (t is Mem and not op.rest):
+            self.constants[tok] = op            # never changed in place: share one per text
         return op
 
     def _operand(self, tok: str, pos: int):
@@ -459,10 +492,9 @@ class _FunctionParser:
             guard = self.materialize(gname, e)
         parts = s.split(None, 1)
         opcode = parts[0]
-        if opcode not in self.opcodes_seen:
-            if not _OPCODE.match(opcode):
-                raise self.src.error(f"cannot parse statement '{s[:60]}'", pos)
-            self.opcodes_seen.add(opcode)
+        facts = _OPCODE_FACTS.get(opcode) or _opcode_facts(opcode)
+        if facts is None:
+            raise self.src.error(f"cannot parse statement '{s[:60]}'", pos)
         if len(parts) > 1:
             rest = parts[1]
             o = rest.find("[")
@@ -484,7 +516,11 @@ class _FunctionParser:
                 for t in rest.split(","):
                     t = t.strip()
                     e = names.get(t)
-                    ops.append(cache[e[4]] if e is not None and e[4] >= 0 else operand(t, pos))
+                    if e is None:
+                        ops.append(operand(t, pos))
+                    else:
+                        vid = e[4]
+                        ops.append(cache[vid if vid >= 0 else self.materialize(t, e)])
             else:
                 bad = _unbalanced_at(rest)
                 if bad >= 0:
@@ -494,25 +530,35 @@ class _FunctionParser:
                 ops = [self.operand(t.strip(), pos) for t in _split_top(rest)]
         else:
             ops = []
-        check = _OPCODE_CHECKS.get(opcode)
-        if check is None:
-            check = _OPCODE_CHECKS[opcode] = isa.opcode_check(opcode)
-        if check[1] != len(ops) and (check[1] is not None or not check[0]):
-            if not check[0]:
+        known, count, branch = facts
+        if count != len(ops) and (count is not None or not known):
+            if not known:
                 self.src.warn(f"unknown opcode '{opcode}'", pos, opcode)
             else:
-                self.src.warn(f"'{opcode}' takes {check[1]} operands, not {len(ops)}", pos,
-                              opcode)
+                self.src.warn(f"'{opcode}' takes {count} operands, not {len(ops)}", pos, opcode)
         instr = Instruction(opcode, ops, guard, neg, line, loc)
+        if opcode.startswith("st.param") and ops and type(ops[0]) is Mem:
+            self.check_param_store(ops[0], pos)
         if self.roles:
-            isa.classify(instr, self.regs)
-        if opcode.startswith(("bra", "brx")) and opcode.split(".", 1)[0] in ("bra", "brx"):
+            _classify(instr, self.regs)
+        if branch:
             target = next((op.text for op in ops if type(op) is Sym), None)
-            self.branches.append((opcode[:3], target, pos, self.scope_stack[-1], instr))
+            self.branches.append((branch, target, pos, self.scope_stack[-1], instr))
         return instr
 
     in_call = False
-    opcodes_seen: set[str] = set()      # shared: opcodes already checked against _OPCODE
+
+    def check_param_store(self, address: Mem, pos: int) -> None:
+        """Warn of a ``st.param`` to one of the function's own input parameters, which ptxas
+        rejects ("Illegal to write to function input parameter"), even where a call's
+        ``.param`` of the same name is declared in an inner scope (checked against ptxas)."""
+        base = address.base
+        if type(base) is not Sym:
+            return
+        name = base.text
+        if any(p.name == name and p.space == "param" for p in self.fn.params):
+            self.src.warn(f"Illegal to write to function input parameter '{name}' (ptxas "
+                          f"rejects it)", pos, name)
 
     def statement(self, s: str, pos: int, line: int, loc) -> None:
         """A statement without its ';': a directive, or an instruction possibly preceded by a
@@ -555,6 +601,7 @@ class _FunctionParser:
         body = self.fn.body
         names = self.names
         scopes = self.scopes
+        scope_names = self.scope_names
         instruction = self.instruction
         pos = start
         line = self.src.line_of(pos)
@@ -577,24 +624,27 @@ class _FunctionParser:
                 c = s[0]
                 if (last == ";" and c != "{" and c != "}" and "/" not in s and '"' not in s
                         and s.count(";") == 1
-                        and (c != "." or not _LOC_FILE_START.match(s))
+                        and (c != "." or s[1] not in "lf" or not _LOC_FILE_START.match(s))
                         and (":" not in s or not _LABEL_THEN_LOC_FILE.match(s))):
-                    s = s[:-1]
                     if c == "." and s.startswith(".reg") and "<" not in s and "," not in s:
-                        words = s.split()
-                        rclass = class_of_type(words[1]) if len(words) == 3 else None
-                        if rclass is not None and words[1][0] == "." and words[2][0] != ".":
+                        words = s[:-1].split()
+                        rclass = (_REG_TYPES.get(words[1]) if len(words) == 3
+                                  and words[0] == ".reg" else None)
+                        if rclass is not None and words[2][0] != ".":
                             name = words[2]
                             if name in names:
                                 self.redeclared(name, line, pos)
                             if len(scopes) > 1:     # the function's own scope is never undone
                                 scopes[-1].append((name, names.get(name)))
                             names[name] = [words[1], rclass, 0, line, -1]
-                            self.scope_names[-1].add(name)
-                            body.append(Raw(REG_DECL, s + ";", line))
+                            scope_names[-1].add(name)
+                            if self.constants:
+                                self.constants.clear()
+                            body.append(Raw(REG_DECL, s, line))
                             pos = nl + 1
                             line += 1
                             continue
+                    s = s[:-1]
                     if c != "." and ":" not in s and s:
                         body.append(instruction(s, pos, line, self.loc))
                     else:
@@ -741,6 +791,9 @@ class _FunctionParser:
             self.reg_decl(s, pos, line)
             self.fn.body.append(Raw(REG_DECL, " ".join(s.split()) + ";", line))
         else:
+            word = s.split(None, 1)[0]
+            if "." + word[1:].split(".", 1)[0] not in _BODY_DIRECTIVES:
+                self.src.warn(f"unknown directive '{word}' in a function body", pos, word)
             self.fn.body.append(Raw(DIRECTIVE, " ".join(s.split()) + ";", line))
             for w in re.findall(r"[%$\w]+", s):
                 self.symbols.add(w)
@@ -911,7 +964,12 @@ def _find_header_end(src: _Source, pos: int) -> tuple[int, str]:
     i = pos
     n = len(text)
     seen_kind = False
+    stop = _HEADER_STOP.search
     while i < n:
+        m = stop(text, i)                   # every other character is skipped
+        if m is None:
+            break
+        i = m.start()
         ch = text[i]
         if ch == '"' or ch == "/":
             j = _skip_string_or_comment(src, i)
@@ -943,6 +1001,7 @@ def _find_header_end(src: _Source, pos: int) -> tuple[int, str]:
     raise src.error("function header without body or ';'", pos)
 
 
+_HEADER_STOP = re.compile(r'["/;(){.]')    # the characters _find_header_end looks at
 _AFTER_SEMI = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S)
 
 
@@ -996,7 +1055,7 @@ def _parse_function(src: _Source, start: int, symbols: set[str]) -> tuple[Functi
     for p in returns + params:
         symbols.add(p.name)
         if p.space == "reg":
-            fp.declare(p.name, p.ptype, p.vec, line, start)
+            fp.declare([p.name], p.ptype, p.vec, line, start)
             p.vid = fp.materialize(p.name, fp.names[p.name])
     end = fp.parse_body(hend + 1)
     fp.check_unresolved()

@@ -16,11 +16,13 @@ from ..target.sm import SMProfile
 def function_row(a: FunctionAnalysis, sm: SMProfile, budget: int | None, top: int = 5,
                  convention: dict | None = None, budget_from: str | None = None,
                  files: dict[int, str] | None = None, lines: bool = False,
-                 block: int | None = None) -> dict:
+                 block: int | None = None, static_shared: int = 0) -> dict:
     """One function's analysis; ``budget`` (with ``budget_from``, where it came from) is the
     budget its occupancy is also shown at; ``files`` the module's ``.file`` table; ``lines``
     adds the per-line figures (``lines``, ``source_lines``, ``histogram``); ``block`` the
-    threads per block (default: the launch bounds, else 256)."""
+    threads per block (default: the launch bounds, else 256); ``static_shared`` the function's
+    own static shared memory per block (:mod:`ptxalloc.analysis.static_shared`), which the
+    occupancies count."""
     fn = a.fn
     files = files or {}
     per_line = line_pressure(a.cfg, a.pressure, files, top)
@@ -35,9 +37,10 @@ def function_row(a: FunctionAnalysis, sm: SMProfile, budget: int | None, top: in
         bound = launch_threads(fn.directives)
         block, block_from = (bound[1], f".{bound[0]}") if bound else (DEFAULT_BLOCK,
                                                                      "default")
-    occ = {"block_size": block, "at_max_live": _occ(sm, p.max_live, block)}
+    occ = {"block_size": block, "static_shared_bytes": static_shared,
+           "at_max_live": _occ(sm, p.max_live, block, static_shared)}
     if budget is not None:
-        occ["at_budget"] = _occ(sm, budget, block)
+        occ["at_budget"] = _occ(sm, budget, block, static_shared)
     row = {
         "name": fn.name,
         "kind": fn.kind,
@@ -60,15 +63,16 @@ def function_row(a: FunctionAnalysis, sm: SMProfile, budget: int | None, top: in
         "occupancy": occ,
         "unknown_opcodes": sorted({ins.opcode for ins in cfg.instrs if not ins.known}),
         "convention": convention,
-        "what_to_change": what_to_change(a, sm, block, block_from, shared=shared),
+        "what_to_change": what_to_change(a, sm, block, block_from, shared=shared,
+                                         static_shared=static_shared),
     }
     if lines:
         row.update(per_line.as_dict())
     return row
 
 
-def _occ(sm: SMProfile, regs: int, block: int) -> dict:
-    return occupancy(sm, regs, block).as_dict()
+def _occ(sm: SMProfile, regs: int, block: int, static_shared: int) -> dict:
+    return occupancy(sm, regs, block, static_shared).as_dict()
 
 
 def format_text(rows: list[dict], sm: SMProfile, path: str, max_values: int | None = 12) -> str:

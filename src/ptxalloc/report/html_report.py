@@ -104,6 +104,7 @@ def html_report(module, text: str, sm, result=None, refused: dict | None = None,
     RegisterLimit per function (for the functions not allocated); ``functions`` the names
     shown (default: every function)."""
     from ..analysis.sources import source_files
+    from ..analysis.static_shared import own_static_shared
 
     files = source_files(module)
     ptx_lines = text.splitlines()
@@ -114,10 +115,11 @@ def html_report(module, text: str, sm, result=None, refused: dict | None = None,
     sections = []
     fns = [f for f in module.functions if functions is None or f.name in functions]
     points = min(MAX_POINTS, max(100, MAX_PAGE_POINTS // max(1, len(fns))))
+    decls = module.declarations()
     for n, fn in enumerate(fns):
         sections.append(_function_section(n, fn, sm, files, ptx_lines, allocated.get(fn.name),
                                           refused.get(fn.name), ptxas, budgets, sources,
-                                          page_rows, points))
+                                          page_rows, points, own_static_shared(fn, decls)))
     head = module.filename
     summary = _module_table(fns, allocated, refused, ptxas)
     if ptxas is None:
@@ -169,14 +171,14 @@ def _ptxas_figures(ptxas, name: str):
 
 
 def _function_section(n: int, fn, sm, files, ptx_lines, fr, refusal, ptxas, budgets, sources,
-                      page_rows: list[int], points: int) -> str:
+                      page_rows: list[int], points: int, static_shared: int) -> str:
     a = analyze_function(fn, sm)
     per_line = line_pressure(a.cfg, a.pressure, files)
     series = pressure_series(a, per_line, points)
     block = block_size(fn.directives)
     budget = fr.budget if fr else (budgets[fn.name].registers if budgets else None)
     series.budget = budget
-    series.steps = occupancy_steps(sm, block, 255)
+    series.steps = occupancy_steps(sm, block, 255, static_shared)
     series.marks = inserted_marks(fr.function) if fr and fr.function is not None else []
     ident = f"plot{n}"
     out = [f"<section class=\"function\" id=\"fn{n}\" data-name=\"{escape(fn.name)}\">",
@@ -195,7 +197,7 @@ def _function_section(n: int, fn, sm, files, ptx_lines, fr, refusal, ptxas, budg
     if fr is not None:
         out.append(_spill_table(fr.extra.get("spills", {}).get("values", [])))
     out.append(_occupancy_table(sm, a.pressure.max_live, fr, _ptxas_figures(ptxas, fn.name),
-                                block))
+                                block, static_shared))
     out.append("</details></section>")
     return "\n".join(out)
 
@@ -271,20 +273,21 @@ def _spill_table(values: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def _occupancy_table(sm, max_live: int, fr, theirs, block: int) -> str:
+def _occupancy_table(sm, max_live: int, fr, theirs, block: int, static_shared: int) -> str:
     columns = [("MaxLive", max_live)]
     if fr is not None:
         columns.append(("ptxalloc", fr.registers))
     if theirs is not None and theirs.registers is not None:
         columns.append(("ptxas", theirs.registers))
+    shared = f", {static_shared} bytes of .shared a block" if static_shared else ""
     rows = [f"<h3>Occupancy (warps per SM of {sm.max_warps}; this function's block size "
-            f"{block})</h3><table class=\"occupancy\"><tr><th>threads per block</th>"
+            f"{block}{shared})</h3><table class=\"occupancy\"><tr><th>threads per block</th>"
             + "".join(f"<th>{label}: {regs} registers</th>" for label, regs in columns)
             + "</tr>"]
     for b in BLOCK_SIZES:
         cells = []
         for _, regs in columns:
-            o = occupancy(sm, regs, b)
+            o = occupancy(sm, regs, b, static_shared)
             cells.append("<td>exceeds 255: must spill</td>" if o.must_spill else
                          f"<td>{o.warps_per_sm} warps, {100 * o.fraction:.0f} % "
                          f"({o.limiter})</td>")

@@ -84,13 +84,14 @@ def sample(values: list[int], count: int) -> list[int]:
     return keep
 
 
-def occupancy_steps(sm, block: int, up_to: int) -> list[dict]:
+def occupancy_steps(sm, block: int, up_to: int, static_shared: int = 0) -> list[dict]:
     """The register counts (at most ``up_to``) above which occupancy falls at ``block``
-    threads: ``{"registers", "occupancy"}`` with the occupancy at that count."""
+    threads and ``static_shared`` bytes of shared memory a block: ``{"registers",
+    "occupancy"}`` with the occupancy at that count."""
     out = []
-    prev = occupancy(sm, 1, block)
+    prev = occupancy(sm, 1, block, static_shared)
     for r in range(2, min(up_to, 255) + 1):
-        now = occupancy(sm, r, block)
+        now = occupancy(sm, r, block, static_shared)
         if now.warps_per_sm < prev.warps_per_sm:
             out.append({"registers": r - 1, "occupancy": round(prev.fraction, 4)})
         prev = now

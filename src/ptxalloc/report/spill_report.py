@@ -78,6 +78,7 @@ def explain_spills(original, result, sm, files: dict[int, str]) -> dict:
                               for v in want}
     for b in cfg.blocks:
         after = a.liveness.live_after(b.id)
+        in_block = 0                             # the spilled values live somewhere in b
         for k, ins in enumerate(b.instrs):
             i = b.first + k
             here = after[k]
@@ -91,12 +92,17 @@ def explain_spills(original, result, sm, files: dict[int, str]) -> dict:
                 if u in want:
                     where[u]["uses"].append(i)
             if here:
+                in_block |= here
                 gpr = p.gpr[i]
                 for v in bits(here):             # the spilled values live here
                     w = where[v]
-                    w["depth"] = max(w["depth"], b.depth)
                     if gpr > w["worst"][0]:
                         w["worst"] = (gpr, i)
+        if in_block and b.depth:
+            for v in bits(in_block):
+                w = where[v]
+                if b.depth > w["depth"]:
+                    w["depth"] = b.depth
     name = regs.names.__getitem__
     values = []
     for v in sorted(want, key=lambda v: (where[v]["defs"] or [-1])[0]):

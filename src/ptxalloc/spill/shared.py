@@ -17,7 +17,10 @@ the slots are laid out: the sequence carries a placeholder until :func:`set_fram
 
 The threads per block come from ``.reqntid``, else ``.maxntid`` (the linear index stays below
 the product of its dimensions), else ``--block-size N`` (the user's word for
-a kernel without launch bounds); with none, the function is refused with an error naming it.
+a kernel without launch bounds), which the output then makes a launch bound of its own:
+``.maxntid N, 1, 1`` is added to the function's header (:func:`bound_launches`), so a launch
+with more threads than the area has frames fails instead of sharing frames; with none, the
+function is refused with an error naming it.
 So is any function the calling convention applies to (a ``.func``, a kernel that calls), with
 the seed's reason: "Smem spilling should not be enabled when functions use abi" — a callee's
 frame would have to be addressed from its caller's.
@@ -70,6 +73,16 @@ def block_threads(fn: Function, block_size: int | None) -> tuple[int, str, bool]
     raise AllocationError(f"function '{fn.name}': --spill-to shared needs the threads per "
                           f"block: the function has no .reqntid or .maxntid; give "
                           f"--block-size N")
+
+
+def bound_launches(fn: Function, threads: int) -> None:
+    """Add ``.maxntid threads, 1, 1`` to the allocated ``fn``'s header when it has no launch
+    bound (the area was sized for ``--block-size``): the driver then refuses a launch of more
+    threads than the area holds frames for."""
+    if fn.directives.get("reqntid") or fn.directives.get("maxntid"):
+        return
+    fn.header += f"\n.maxntid {threads}, 1, 1"
+    fn.directives = dict(fn.directives, maxntid=[threads, 1, 1])
 
 
 def array_name(fn: Function, module_decls: list[str]) -> str:
@@ -139,34 +152,6 @@ def set_frame(body: list, frame: int) -> None:
 def declaration(array: str, frame: int, threads: int) -> str:
     """The ``.shared`` declaration of the spill area: ``frame x threads`` bytes."""
     return f".shared .align 16 .b8 {array}[{frame * threads}];"
-
-
-_SHARED_DECL = re.compile(r"\.shared\s+(?:\.align\s+\d+\s+)?(?:\.v(\d)\s+)?\.[a-z]+(\d+)\s+"
-                          r"([\w$%.]+)((?:\s*\[\s*\d+\s*\])*)\s*[;=]")
-
-
-def own_static_shared(fn: Function, module_decls: list[str]) -> int:
-    """The bytes of static ``.shared`` memory the function declares itself or names from the
-    module (``extern`` dynamic arrays take none): a lower bound of what ptxas counts, without
-    the padding alignment may add between variables."""
-    used = " ".join(ins.render(str) for ins in fn.instructions())
-    total = 0
-    own = [s.text for s in fn.body if type(s) is Raw and s.kind == DIRECTIVE]
-    for text, mine in [(t, True) for t in own] + [(t, False) for t in module_decls]:
-        text = " ".join(text.split())
-        if text.startswith(("extern", ".extern")):
-            continue
-        m = _SHARED_DECL.match(text.replace(".visible ", "").replace(".weak ", ""))
-        if m is None:
-            continue
-        if not mine and not re.search(r"(?<![\w$%.])" + re.escape(m.group(3)) + r"(?![\w$])",
-                                      used):
-            continue
-        size = int(m.group(2)) // 8 * int(m.group(1) or 1)
-        for n in re.findall(r"\d+", m.group(4)):
-            size *= int(n)
-        total += size
-    return total
 
 
 def check_size(fn: Function, frame: int, threads: int, own: int = 0) -> None:

@@ -92,6 +92,7 @@ class RegFile:
         self.pred_regs = pred_regs
         self.reserved = reserved            # GPR units never allocated (R31, ...)
         self._placements: dict[Shape, list[tuple[int, int]]] = {}
+        self._fits: dict[tuple[Shape, ...], bool] = {}
 
     def size(self, shape: Shape) -> int:
         return 2 * self.k if shape.file == GPR else self.pred_regs
@@ -111,7 +112,15 @@ class RegFile:
         return len(self.placements(shape))
 
     def fits(self, shapes: list[Shape]) -> bool:
-        """Whether ``shapes`` fit side by side in the file (first fit, largest first)."""
+        """Whether ``shapes`` fit side by side in the file (first fit, largest first); the
+        answer is remembered per list of shapes (most instructions ask one of a few)."""
+        key = tuple(shapes)
+        got = self._fits.get(key)
+        if got is None:
+            got = self._fits[key] = self._first_fit(shapes)
+        return got
+
+    def _first_fit(self, shapes: list[Shape]) -> bool:
         used = 0
         for shape in sorted(shapes, key=lambda s: (-s.units, -s.align)):
             for _, mask in self.placements(shape):
@@ -124,6 +133,7 @@ class RegFile:
 
 
 @lru_cache(maxsize=None)
+@lru_cache(maxsize=None)     # a handful of shape pairs, asked in the allocators' hot loops
 def blocking_weight(node: Shape, neighbour: Shape) -> int:
     """How many placements of ``node`` one placement of ``neighbour`` can block at most: the
     weight of that neighbour in ``node``'s degree (Smith, Ramsey and Holloway, "A generalized

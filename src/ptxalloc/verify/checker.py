@@ -28,8 +28,10 @@ instructions in the order its ``//@schedule`` lines record, once :mod:`.schedule
 that order as a dependence-respecting permutation of the original (docs/checker.md). Hoisting
 (``hoist=1``, :mod:`.hoist`) and memory-to-register promotion (``promote=1``, :mod:`.promote`)
 are replayed and validated the same way, before the schedule, in the pipeline's order, and
-so is recomputation at the use (``recompute=1``, :mod:`.recompute`: the original rewritten as
-its ``//@recompute``/``//@dead`` lines say, once the rewriting is proven equivalent).
+so are loop-carried pointer families as one induction variable (``induction=1``,
+:mod:`.induction`) and recomputation at the use (``recompute=1``, :mod:`.recompute`: the
+original rewritten as its ``//@recompute``/``//@dead`` lines say, once the rewriting is proven
+equivalent).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from .locations import Locations
 from .matching import Matcher
 from .messages import Messages
 from .hoist import hoisted_original
+from .induction import induced_original
 from .promote import promoted_original
 from .recompute import recomputed_original
 from .schedule import scheduled_original
@@ -128,6 +131,8 @@ def check_function(original: Function, allocated: Function,
         original = hoisted_original(original, allocated)
     if header.get("promote") == "1":
         original = promoted_original(original, allocated, module_decls)
+    if header.get("induction") == "1":
+        original = induced_original(original, allocated)
     if header.get("recompute") == "1":
         # proven against the original rewritten by its records, once they are proven
         original = recomputed_original(original, allocated)

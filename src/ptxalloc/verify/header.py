@@ -61,7 +61,7 @@ class Header(NamedTuple):
     ``//@schedule`` lines say: :mod:`.schedule`), ``hoist=1`` and ``promote=1`` (likewise for
     the ``//@hoist`` lines, :mod:`.hoist`, and the ``//@promote`` lines, :mod:`.promote`),
     ``recompute=1`` (the original rewritten as its ``//@recompute`` and ``//@dead`` lines say:
-    :mod:`.recompute`), and with ``space=shared block=N`` the spill array is a ``.shared`` area
+    :mod:`.recompute`), ``induction=1`` (likewise its ``//@induction`` lines: :mod:`.induction`), and with ``space=shared block=N`` the spill array is a ``.shared`` area
     of N threads' frames (:mod:`.shared`)."""
 
     budget: int
@@ -77,6 +77,7 @@ class Header(NamedTuple):
     recomputed: bool = False
     shared: bool = False            # space=shared: the spill array is a .shared area
     block: int = 0                  # shared: the threads whose frames it holds
+    induced: bool = False           # induction=1: pointer families as one counter (.induction)
 
     @classmethod
     def parse(cls, fields: dict[str, str], where: str) -> "Header":
@@ -109,4 +110,5 @@ class Header(NamedTuple):
                    fields.get("abi") == "1", fields.get("allocator", "?"),
                    fields.get("arch", "?"), fields.get("schedule") == "1",
                    fields.get("hoist") == "1", fields.get("promote") == "1",
-                   fields.get("recompute") == "1", space == "shared", block)
+                   fields.get("recompute") == "1", space == "shared", block,
+                   induced=fields.get("induction") == "1")

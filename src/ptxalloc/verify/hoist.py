@@ -35,7 +35,7 @@ import re
 
 from ..errors import VerificationError
 from ..ir import isa
-from ..ir.cfg import CFG
+from ..ir.cfg import CFG, Loop
 from ..ir.effects import speculatable
 from ..ir.instruction import COMMENT, DEF, Instruction, Raw
 from ..ir.module import Function
@@ -65,7 +65,7 @@ def read_hoists(allocated: Function, n: int) -> list[tuple[int, str, list[int]]]
     return out
 
 
-def _live_in(cfg: CFG) -> list[int]:
+def live_in_blocks(cfg: CFG) -> list[int]:
     """Registers live on entry to each block (bitsets): a backward fixpoint; a guarded
     definition does not kill."""
     blocks = cfg.blocks
@@ -97,6 +97,27 @@ def _live_in(cfg: CFG) -> list[int]:
     return live
 
 
+def loop_entered_at(cfg: CFG, k: int, side: str, fail) -> Loop:
+    """The natural loop whose preheader instruction ``k`` of ``cfg`` ends, code going ``side``
+    of it (``<`` exactly when it is a ``bra``); raises ``fail(why)`` otherwise (module
+    docstring, first condition)."""
+    anchor = cfg.instrs[k]
+    p = cfg.block_of[k]
+    block = cfg.blocks[p]
+    if block.instrs[-1] is not anchor:
+        raise fail(f"the anchor (line {anchor.line}) is not the last instruction of its block")
+    if not block.reachable or len(block.succs) != 1:
+        raise fail(f"the block of line {anchor.line} does not lead to one loop header alone")
+    loop = next((lp for lp in cfg.loops if lp.header == block.succs[0]), None)
+    if loop is None or p in loop.blocks:
+        raise fail(f"the block of line {anchor.line} is not before a loop header")
+    if [q for q in cfg.blocks[loop.header].preds if q not in loop.blocks] != [p]:
+        raise fail(f"the block of line {anchor.line} is not the loop's only way in")
+    if anchor.base == "brx" or (side == "<") != (anchor.base == "bra"):
+        raise fail("instructions must go before the block's branch and after anything else")
+    return loop
+
+
 def _check_line(fn: Function, originals: list[Instruction], anchor_k: int, side: str,
                 moved_k: list[int]) -> None:
     name = fn.name
@@ -111,19 +132,7 @@ def _check_line(fn: Function, originals: list[Instruction], anchor_k: int, side:
     anchor = originals[anchor_k]
     if id(anchor) not in where:
         raise fail("the anchor is not an instruction of the function")
-    p = cfg.block_of[where[id(anchor)]]
-    block = cfg.blocks[p]
-    if block.instrs[-1] is not anchor:
-        raise fail(f"the anchor (line {anchor.line}) is not the last instruction of its block")
-    if not block.reachable or len(block.succs) != 1:
-        raise fail(f"the block of line {anchor.line} does not lead to one loop header alone")
-    loop = next((lp for lp in cfg.loops if lp.header == block.succs[0]), None)
-    if loop is None or p in loop.blocks:
-        raise fail(f"the block of line {anchor.line} is not before a loop header")
-    if [q for q in cfg.blocks[loop.header].preds if q not in loop.blocks] != [p]:
-        raise fail(f"the block of line {anchor.line} is not the loop's only way in")
-    if anchor.base == "brx" or (side == "<") != (anchor.base == "bra"):
-        raise fail("instructions must go before the block's branch and after anything else")
+    loop = loop_entered_at(cfg, where[id(anchor)], side, fail)
     if len(set(moved_k)) != len(moved_k) or anchor_k in moved_k:
         raise fail("an instruction is listed twice")
     moved = [originals[k] for k in moved_k]
@@ -137,7 +146,7 @@ def _check_line(fn: Function, originals: list[Instruction], anchor_k: int, side:
     for prm in fn.params + fn.returns:
         if prm.vid >= 0:
             defs_count[prm.vid] += 1
-    live_header = _live_in(cfg)[loop.header]
+    live_header = live_in_blocks(cfg)[loop.header]
     in_flight: set[int] = set()
     for ins in cfg.instrs:
         got = isa.async_operands(ins)

@@ -38,6 +38,7 @@ from .locations import CLASS_BITS, CLASS_FAMILY, CLASS_UNIFORM_FAMILY, Locations
 from .messages import Messages, first_diff
 from .placements import Placements
 from .hoist import HOIST
+from ..ir.induction import INDUCTION
 from .promote import PROMOTE
 from ..ir.recompute import DEAD, RECOMPUTE
 from .schedule import SCHEDULE
@@ -79,7 +80,8 @@ class Matcher:
         # the record lines of the pre-passes the header names (checker.py replays them)
         self.pass_lines = tuple(prefix + " " for prefix, on in (
             (SCHEDULE, header.scheduled), (HOIST, header.hoisted), (PROMOTE, header.promoted),
-            (RECOMPUTE, header.recomputed), (DEAD, header.recomputed)) if on)
+            (RECOMPUTE, header.recomputed), (DEAD, header.recomputed),
+            (INDUCTION, header.induced)) if on)
         self.locs = locs
         self.msgs = msgs
         self.fail_at = msgs.fail_at
@@ -414,8 +416,8 @@ class Matcher:
                 if type(s) is Raw and s.kind == DIRECTIVE):
             raise VerificationError(f"{self.where_fn()}: the shared spill area '{self.spill}' "
                                     f"has a name the original module or function uses")
-        one_dim = check_area(self.where_fn(), self.orig.directives, decl, self.spill,
-                             self.frame, self.block)
+        one_dim = check_area(self.where_fn(), self.orig.directives, self.alloc.directives,
+                             decl, self.spill, self.frame, self.block)
         return BaseRun(self.spill, self.frame, one_dim)
 
     def _sbase(self, a: Instruction, idx: int) -> Event:

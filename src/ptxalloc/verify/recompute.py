@@ -160,7 +160,9 @@ def check_recomputation(original: Function, rewritten: Function) -> None:
             k += 1
             continue
         if type(o) is Instruction:
-            subs = _substitutions(o, r, n_orig, rregs) if type(r) is Instruction else None
+            # the same statement object (an instruction no record touched) reads what it read
+            subs = None if type(r) is not Instruction else [] if r is o else \
+                _substitutions(o, r, n_orig, rregs)
             if subs is not None:
                 if subs:
                     checks[id(r)] = subs
@@ -280,6 +282,11 @@ def _prove_substitutions(rewritten: Function, combined: list, checks, where) -> 
 
     blocks = cfg.blocks
     n = len(blocks)
+    # per block, the instructions ``step`` changes a state at: those defining a tracked
+    # register or one a tracked expression reads (the others leave every state as it is)
+    touched = wanted | readers.keys()
+    acting = [[(ins, exprs[b.first + k]) for k, ins in enumerate(b.instrs)
+               if any(d in touched for d in ins.defs)] for b in blocks]
     state_in: list[dict | None] = [None] * n
     state_out: list[dict | None] = [None] * n
     state_in[0] = {}
@@ -303,8 +310,8 @@ def _prove_substitutions(rewritten: Function, combined: list, checks, where) -> 
             if st is None:
                 continue
             st = dict(st)
-            for k, ins in enumerate(b.instrs):
-                step(ins, exprs[b.first + k], st)
+            for ins, e in acting[bid]:
+                step(ins, e, st)
             if st != state_out[bid]:
                 state_out[bid] = st
                 changed = True

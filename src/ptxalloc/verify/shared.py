@@ -7,8 +7,10 @@ The allocation's own record is not trusted. The checker establishes three facts 
 * **The area.** The function declares ``.shared .align 16 .b8 ARRAY[M]`` with ``M >= frame x
   block`` and a frame of a multiple of 16 bytes (each thread's frame then starts 16-aligned,
   so a slot aligned within the frame is aligned in memory), and the header's ``block`` covers the threads the function can have: at least the
-  product of its ``.reqntid``/``.maxntid``. Without launch bounds the block is the user's word
-  (``--block-size``), which the checker cannot see.
+  product of the allocated function's ``.reqntid``/``.maxntid``, which must equal the
+  original's — or, where the original has none (``--block-size``), be a ``.maxntid`` the
+  allocation added, so no launch can have more threads than the area has frames. A shared
+  area in a function without launch bounds is refused.
 * **The address.** Every ``//@sbase`` instruction is evaluated symbolically (:class:`BaseRun`):
   it must be an unguarded ``mov.u32`` of ``%tid``/``%ntid`` or of the array, or a
   ``mad.lo.u32`` of registers and immediates written earlier in the same unbroken run of
@@ -65,10 +67,12 @@ def launch_dims(directives: dict) -> tuple[str, list[int]] | None:
     return None
 
 
-def check_area(where: str, directives: dict, array_decl: str | None, array: str, frame: int,
-               block: int) -> bool:
-    """Check the area's declaration and block size; returns whether the block is
-    one-dimensional (only then may the address use ``%tid.x`` alone)."""
+def check_area(where: str, original: dict, directives: dict, array_decl: str | None,
+               array: str, frame: int, block: int) -> bool:
+    """Check the area's declaration and block size against the allocated function's launch
+    bound ``directives`` (the original's, or a ``.maxntid`` added where ``original`` has
+    none); returns whether the block is one-dimensional (only then may the address use
+    ``%tid.x`` alone)."""
     import re
 
     m = re.match(r"\.shared\s+\.align\s+(\d+)\s+\.b8\s+" + re.escape(array)
@@ -87,9 +91,18 @@ def check_area(where: str, directives: dict, array_decl: str | None, array: str,
     if int(m.group(2)) < frame * block:
         raise VerificationError(f"{where}: the shared spill area has {m.group(2)} bytes, less "
                                 f"than the frame of {frame} x {block} threads")
-    bound = launch_dims(directives)
+    bound, before = launch_dims(directives), launch_dims(original)
     if bound is None:
-        return False
+        raise VerificationError(f"{where}: a shared spill area needs a launch bound (.reqntid "
+                                f"or .maxntid): without one a launch may have more threads "
+                                f"than the area's {block} frames")
+    if before is not None and bound != before:
+        raise VerificationError(f"{where}: the launch bound .{bound[0]} "
+                                f"{', '.join(map(str, bound[1]))} differs from the "
+                                f"original's .{before[0]} {', '.join(map(str, before[1]))}")
+    if before is None and bound[0] != "maxntid":
+        raise VerificationError(f"{where}: the allocation may add a .maxntid to a function "
+                                f"without launch bounds, not a .{bound[0]}")
     key, dims = bound
     threads = 1
     for d in dims:

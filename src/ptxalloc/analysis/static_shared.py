@@ -1,0 +1,45 @@
+"""The static shared memory a function takes per block, for occupancy (seed 004 "Spilling
+Overview": SMEM is shared by the block; the CUDA Occupancy Calculator's
+``cudaOccMaxBlocksPerSMSmemLimit``, :mod:`ptxalloc.target.occupancy`).
+
+A block gets the ``.shared`` variables its kernel declares and the module-scope ones its
+instructions name (``extern`` dynamic arrays take no static bytes: their size is the launch's).
+The figure is a lower bound of what ptxas counts: it leaves out the padding alignment may add
+between variables and the variables of the ``.func`` a kernel calls.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..ir.instruction import DIRECTIVE, Raw
+from ..ir.module import Function
+
+_SHARED_DECL = re.compile(r"\.shared\s+(?:\.align\s+\d+\s+)?(?:\.v(\d)\s+)?\.[a-z]+(\d+)\s+"
+                          r"([\w$%.]+)((?:\s*\[\s*\d+\s*\])*)\s*[;=]")
+
+
+def own_static_shared(fn: Function, module_decls: list[str]) -> int:
+    """The bytes of static ``.shared`` memory ``fn`` declares itself or names from the module
+    (module docstring)."""
+    own = [s.text for s in fn.body if type(s) is Raw and s.kind == DIRECTIVE]
+    module = [t for t in module_decls if ".shared" in t]
+    if not module and not any(".shared" in t for t in own):
+        return 0
+    used = " ".join(ins.render(str) for ins in fn.instructions()) if module else ""
+    total = 0
+    for text, mine in [(t, True) for t in own] + [(t, False) for t in module]:
+        text = " ".join(text.split())
+        if text.startswith(("extern", ".extern")):
+            continue
+        m = _SHARED_DECL.match(text.replace(".visible ", "").replace(".weak ", ""))
+        if m is None:
+            continue
+        if not mine and not re.search(r"(?<![\w$%.])" + re.escape(m.group(3)) + r"(?![\w$])",
+                                      used):
+            continue
+        size = int(m.group(2)) // 8 * int(m.group(1) or 1)
+        for n in re.findall(r"\d+", m.group(4)):
+            size *= int(n)
+        total += size
+    return total

@@ -1,0 +1,40 @@
+"""The interference graph of SPEC 4.2 built edge by edge from the live sets, the slow obvious
+way: the reference the property and corpus tests hold ``InterferenceGraph`` to."""
+
+from __future__ import annotations
+
+from ptxalloc.ir.registers import RegClass
+from ptxalloc.util import bits
+
+
+def expected_adjacency(fn, cfg, lv, pred_mask: int, gpr_mask: int) -> list[int]:
+    """Per register, the registers it interferes with: a definition against what is live
+    after it (a copy not against its source), registers defined together against each other,
+    registers live on entry against each other; general registers and predicates apart."""
+    classes = fn.regs.classes
+    expected = [0] * len(classes)
+
+    def same_file(v: int) -> int:
+        return pred_mask if classes[v] == RegClass.PRED else gpr_mask
+
+    def edge(x: int, y: int) -> None:
+        expected[x] |= 1 << y
+        expected[y] |= 1 << x
+
+    for b in cfg.blocks:
+        for ins, live in zip(b.instrs, lv.live_after(b.id)):
+            for d in ins.defs:
+                want = live & ~(1 << d) & same_file(d)
+                if ins.is_copy:
+                    want &= ~(1 << ins.uses[0])
+                for w in bits(want):
+                    edge(d, w)
+            for x in ins.defs:
+                for y in ins.defs:
+                    if x != y and same_file(x) >> y & 1:
+                        edge(x, y)
+    entry = lv.entry_live
+    for v in bits(entry):
+        for w in bits(entry & same_file(v) & ~(1 << v)):
+            edge(v, w)
+    return expected
