@@ -17,11 +17,12 @@ apart). At K = 255:
 
     PYTHONPATH=src python3 bench/quality.py [--sources corpus,triton] [--files N]
         [--budgets 24,32,64,128,255] [--allocators briggs,...] [--jobs N]
-        [--knob NAME=VALUE ...] [--json FILE]
+        [--knob NAME=VALUE ...] [--uniform] [--json FILE]
 
 ``--files N`` samples N corpus files evenly spread over the MANIFEST order (deterministic), so
 that a run fits the time at hand; ``--knob`` sets ptxalloc knobs (e.g. ``RematParamLoads=0``)
-for every allocator, to measure a pass on and off.
+for every allocator, to measure a pass on and off; ``--uniform`` allocates uniform values to
+UR/UP as ``allocate --uniform`` does (ptxas itself uses uniform registers from sm_75 on).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ TRITON_DIR = REPO / "tests" / "data" / "triton"
 
 
 def measure(source: str, path: str, arch: str | None, budgets: list[int], allocators: list[str],
-            knobs: dict) -> dict:
+            knobs: dict, uniform: bool = False) -> dict:
     """{K: {function: {allocator or "ptxas": row or None}}} for one file."""
     from ptxalloc import ptxas
     from ptxalloc.alloc.driver import Options, allocate_function
@@ -62,8 +63,8 @@ def measure(source: str, path: str, arch: str | None, budgets: list[int], alloca
         for fn in prepared:
             for alloc in allocators:
                 try:
-                    r = allocate_function(fn, sm, k, Options(allocator=alloc, knobs=dict(knobs)),
-                                          decls)
+                    r = allocate_function(fn, sm, k, Options(allocator=alloc, knobs=dict(knobs),
+                                                             uniform=uniform), decls)
                 except AllocationError:
                     rows[fn.name][alloc] = None
                     continue
@@ -151,6 +152,8 @@ def main() -> int:
     ap.add_argument("--allocators", help="comma-separated (default: every registered one)")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE")
+    ap.add_argument("--uniform", action="store_true",
+                    help="uniform values to UR/UP (allocate --uniform)")
     ap.add_argument("--json", help="also write the per-function figures here")
     a = ap.parse_args()
     from ptxalloc import ptxas
@@ -163,12 +166,12 @@ def main() -> int:
     files = _files(a.sources.split(","), a.files)
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=a.jobs) as ex:
-        futures = [ex.submit(measure, s, p, arch, budgets, allocators, knobs)
+        futures = [ex.submit(measure, s, p, arch, budgets, allocators, knobs, a.uniform)
                    for s, p, arch in files]
         results = [fu.result() for fu in futures]
     wall = time.perf_counter() - t0
     print(f"{len(files)} files ({a.sources}), {a.jobs} worker(s), {wall:.0f} s wall"
-          + (f"; knobs {knobs}" if knobs else ""))
+          + (f"; knobs {knobs}" if knobs else "") + ("; uniform" if a.uniform else ""))
     rows = summarize(results, budgets, allocators)
     print_table(rows)
     if a.json:

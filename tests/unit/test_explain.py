@@ -134,9 +134,11 @@ def test_peak_values_all_and_block_size_errors(capsys):
 def test_spills_explained_in_json_and_verbose(tmp_path, capsys):
     out, rep = tmp_path / "o.ptx", tmp_path / "r.json"
     # the parameter loads would be rematerialized (no spill at all): keep them spillable here;
-    # and the pressure as hand-counted: no recomputation at the use
+    # the pressure as hand-counted: no recomputation at the use; and the seeds' cost, the one
+    # explained (SpillStaticWeight=0: the static term would spill two 32-bit values instead)
     assert main(["allocate", str(HAND), "--registers", "4", "-o", str(out), "--json", str(rep),
-                 "-v", "--knob", "RematParamLoads=0", "--knob", "recompute=0"]) == 0
+                 "-v", "--knob", "RematParamLoads=0", "--knob", "recompute=0",
+                 "--knob", "SpillStaticWeight=0"]) == 0
     text = capsys.readouterr().out.splitlines()
     # ptxas's own lines, word for word, then ptxalloc's
     assert text[:4] == ["ptxas info    : Compiling entry function 'hand' for 'sm_80'",

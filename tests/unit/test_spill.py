@@ -35,9 +35,11 @@ HDR = (".version 7.0\n.target sm_80\n.address_size 64\n\n"
 AS_WRITTEN = {"recompute": 0, "schedule": 0}
 RELOAD_PARAMS = {"RematParamLoads": 0, **AS_WRITTEN}
 #: ... and the clean-ups after allocation (spill/lazy.py, spill/promote.py) and live-range
-#: splitting (spill/split.py) off too, for the tests of the rewrite's own stores and reloads
+#: splitting (spill/split.py) off too, for the tests of the rewrite's own stores and reloads,
+#: with the seeds' spill cost (no static term)
 PLAIN_SPILL = {**RELOAD_PARAMS, "SpillReloadFromRegister": 0, "SpillDeadStores": 0,
-               "SpillSplitRegions": 0, "SpillSplitLoops": 0, "SpillSlotsToRegisters": 0}
+               "SpillSplitRegions": 0, "SpillSplitLoops": 0, "SpillSlotsToRegisters": 0,
+               "SpillReloadsToRegisters": 0, "SpillStaticWeight": 0}
 
 #: six parameters and a constant; ten values live at once (MaxLive 10)
 SPILL = HDR + """.visible .entry spill6(.param .u32 p0, .param .u32 p1, .param .u32 p2,
@@ -428,7 +430,8 @@ def test_without_lazy_reload_the_second_reload_stays(monkeypatch):
     import ptxalloc.alloc.driver as driver
     monkeypatch.setattr(driver, "remove_redundant_spill_code", lambda *a, **k: set())
     res = allocate(LAZY, registers=4, verify=False,
-                   knobs={**RELOAD_PARAMS, "SpillSplitRegions": 0, "SpillSplitLoops": 0})
+                   knobs={**RELOAD_PARAMS, "SpillSplitRegions": 0, "SpillSplitLoops": 0,
+                          "SpillReloadsToRegisters": 0})
     assert res.functions[0].text.count("//@reload %r1#") == 2
 
 
@@ -438,12 +441,13 @@ GUARDED = (DATA / "hand" / "guarded_def.ptx")
 
 
 def _guarded(**knobs):
-    """The clean-ups after allocation on their own: live-range splitting (which leaves them
-    less to do here) off, and the seeds' spill choice (briggs's second chances, which spill
-    another value here, off)."""
+    """The clean-ups after allocation on their own: live-range splitting and reload
+    forwarding through free registers (which leave them less to do here) off, and the seeds'
+    spill choice (briggs's second chances, which spill another value here, off)."""
     return allocate(GUARDED.read_text(), registers=3,
                     knobs={**RELOAD_PARAMS, "SpillSplitRegions": 0, "SpillSplitLoops": 0,
-                           "SpillEvict": 0, "SpillUncoalesced": 0, **knobs})
+                           "SpillReloadsToRegisters": 0, "SpillEvict": 0,
+                           "SpillUncoalesced": 0, **knobs})
 
 
 def test_reload_of_a_value_still_in_a_register_becomes_a_move():

@@ -54,7 +54,7 @@ from ..passes.convention import bind_convention
 from ..passes.legalize import legalize_tuples
 from ..passes.serialize_wgmma import serialize_wgmma
 from ..spill.lazy import dead_spill_stores, reload_moves, remove_redundant_spill_code
-from ..spill.promote import promote_slots
+from ..spill.promote import busy_units, forward_reloads, promote_slots
 from ..spill.remat import COMPUTE_COST, remat_candidates
 from ..spill.rewrite import SpillState, rewrite_spills
 from ..spill import shared
@@ -187,6 +187,7 @@ class Allocation:
     analysis: FunctionAnalysis | None = None
     problem: Problem | None = None
     coloring: Coloring | None = None
+    promoted_registers: int = 0         # registers used by promoted spill slots (see _finish)
 
 
 class _Clock:
@@ -374,8 +375,31 @@ def _analyse(a: Allocation) -> dict:
             else (analysis.pressure.max_live, analysis.pressure.max_preds))
     if info.active:
         convention.cost_factors(analysis, a.conv, info)
+    weight = knob_table.resolve(a.options.knobs)["SpillStaticWeight"]
+    if weight:
+        _add_static_cost(analysis, weight, cheap)
     a.problem = _problem(a)
     return remat
+
+
+def _add_static_cost(analysis: FunctionAnalysis, weight: float, cheap: dict) -> None:
+    """Each spillable register's cost raised by ``weight`` per 32-bit word it would store or
+    reload: its definitions and uses in the program text, times its width (knob
+    ``SpillStaticWeight``). The seeds' cost counts accesses by block frequency, so in code
+    that rarely runs every value costs next to nothing and the choice ignores how many bytes
+    of spill code it writes; ptxas's figure (and issue 13's) counts them statically."""
+    costs = analysis.costs
+    regs = analysis.fn.regs
+    count = [0] * len(costs)
+    for ins in analysis.cfg.instrs:
+        for d in ins.defs:
+            count[d] += 1
+        for u in ins.uses:
+            count[u] += 1
+    for v, c in enumerate(costs):
+        if count[v] and v not in cheap and c != float("inf"):
+            words = max(1, width_bytes(regs, v) // 4)       # a predicate's home is 32 bits
+            costs[v] = c + weight * count[v] * words
 
 
 def _problem(a: Allocation) -> Problem:
@@ -587,19 +611,70 @@ def _call_clobbers(a: Allocation, cfg: CFG) -> dict[int, int]:
 def _promote_spill_slots(a: Allocation, cfg: CFG, start: dict[int, int],
                          shapes: dict[int, Shape]) -> CFG:
     """Spill slots whose whole live range found a register free after all become register
-    copies (:mod:`ptxalloc.spill.promote`, knob ``SpillSlotsToRegisters``); the CFG after."""
-    if not knob_table.resolve(a.options.knobs)["SpillSlotsToRegisters"]:
+    copies (:mod:`ptxalloc.spill.promote`, knob ``SpillSlotsToRegisters``), then reloads a
+    register free since the slot's previous access in the block serves (knob
+    ``SpillReloadsToRegisters``), and stores no reload reads any more are dropped; the CFG
+    after."""
+    switches = knob_table.resolve(a.options.knobs)
+    mode = switches["SpillSlotsToRegisters"]
+    if not (mode or switches["SpillReloadsToRegisters"]) or not any(
+            ins.origin is not None and ins.origin.slot is not None for ins in cfg.instrs):
         return cfg
-    copies, new_starts = promote_slots(cfg, a.work.regs, start, shapes, a.regfile,
-                                       _call_clobbers(a, cfg))
-    if not copies:
-        return cfg
+    regs = a.work.regs
+    changed = False
+    forbidden = _unsaved_callee_saved(a)
+    clobbers = _call_clobbers(a, cfg)
+    # the units busy at each instruction, shared: promotion replaces accesses one for one
+    busy = busy_units(cfg, start, shapes, clobbers)
+    if mode:
+        copies, new_starts = promote_slots(cfg, regs, start, shapes, a.regfile, clobbers,
+                                           up_to_budget=mode >= 2, forbidden=forbidden,
+                                           busy=busy)
+        if copies:
+            _place_promoted(a, start, shapes, new_starts)
+            a.work.body = [copies.get(id(s), s) for s in a.work.body]
+            cfg = CFG(a.work)
+            changed = True
+    if switches["SpillReloadsToRegisters"]:
+        after, copies, new_starts = forward_reloads(cfg, regs, start, shapes, a.regfile,
+                                                    clobbers, forbidden, busy)
+        if copies:
+            _place_promoted(a, start, shapes, new_starts)
+            body = []
+            for s in a.work.body:
+                body.append(copies.get(id(s), s))
+                body.extend(after.get(id(s), ()))
+            a.work.body = body
+            cfg = CFG(a.work)
+            changed = True
+    dead = dead_spill_stores(cfg) if changed and switches["SpillDeadStores"] else ()
+    if dead:
+        a.work.body = [s for s in a.work.body if id(s) not in dead]
+        cfg = CFG(a.work)
+    return cfg
+
+
+def _unsaved_callee_saved(a: Allocation) -> int:
+    """The units of a ``.func``'s callee-saved registers its prologue does not save (the
+    coloring does not use them): a register promoted into one would break the caller's."""
+    if not (a.info.active and a.work.kind == "func"):
+        return 0
+    saved = set(a.info.callee_saved_used or ())
+    mask = 0
+    for r in a.conv.callee_saved:
+        if r not in saved:
+            mask |= 3 << (2 * r)
+    return mask
+
+
+def _place_promoted(a: Allocation, start: dict[int, int], shapes: dict[int, Shape],
+                    new_starts: dict[int, int]) -> None:
+    """The registers holding promoted slots placed, and counted in the registers used."""
     regs = a.work.regs
     for v, s in new_starts.items():
         start[v] = s
         shapes[v] = vreg_shape(regs.classes[v], regs.vec[v])
-    a.work.body = [copies.get(id(s), s) for s in a.work.body]
-    return CFG(a.work)
+        a.promoted_registers = max(a.promoted_registers, (s + shapes[v].units - 1) // 2 + 1)
 
 
 def _drop_copies_in_place(a: Allocation, cfg: CFG, names: list[str]) -> tuple[CFG, set[int]]:
@@ -656,7 +731,8 @@ def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], ste
                                  array_decl, removed_copies)
     result.function = out
     result.names = names
-    result.registers = high_water(problem, coloring.start)
+    # slots promoted above the coloring's high-water mark (SpillSlotsToRegisters=2) count too
+    result.registers = max(high_water(problem, coloring.start), a.promoted_registers)
     result.predicates = max(preds, default=-1) + 1
     if a.uniform is not None:
         result.uniform_mask = a.uniform.mask()

@@ -19,7 +19,9 @@ SpillReloadFromRegister                       -         1  a reload of a value s
 SpillDeadStores                               -         1  remove stores no reload reads
 SpillSplitRegions                             -         1  one reload serves a block's run of uses
 SpillSplitLoops                               -         1  one reload before a loop serves its uses
-SpillSlotsToRegisters                         -         1  a slot with a register free: copies
+SpillSlotsToRegisters                         -         2  a slot with a register free: copies
+SpillReloadsToRegisters                       -         1  a reload a free register serves: copies
+SpillStaticWeight                             -        10  cost per word of spill code, static
 schedule                                      -         1  ptxalloc's own: 1 = schedule first
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
@@ -40,6 +42,9 @@ ConvertMemoryToRegisterOrUniform (:mod:`ptxalloc.passes.promote`), likewise for 
 as one induction variable (:mod:`ptxalloc.passes.induction`). ``SpillEvict`` and ``SpillUncoalesced`` are second chances
 for briggs's spill choice after select (:mod:`ptxalloc.alloc.choice`; docs/decisions.md,
 "Second chances for the spill choice"); 0 gives the seeds' Briggs coloring exactly.
+``SpillStaticWeight`` (a number, 0 = the seeds' cost) adds to each value's spill cost that many
+units per 32-bit word of spill code its definitions and uses would need, for every allocator
+(docs/decisions.md, "Spill code counted statically").
 
 Two decisions (docs/decisions.md, "Fat-point allocator"):
 
@@ -122,9 +127,17 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "1: a spilled value a loop reads but never writes is reloaded once before the loop "
          "where the loop has room (split at loop boundaries, spill/split.py)",
          maximum=1, scope="all"),
-    Knob("SpillSlotsToRegisters", None, 1, True, 0,
+    Knob("SpillSlotsToRegisters", None, 2, True, 0,
          "1: after allocation, a spill slot whose whole live range has a register free "
-         "becomes copies to and from that register (spill/promote.py)", maximum=1, scope="all"),
+         "below the high-water mark becomes copies to and from that register "
+         "(spill/promote.py), 2 = any register of the budget", maximum=2, scope="all"),
+    Knob("SpillReloadsToRegisters", None, 1, True, 0,
+         "1: after allocation, a reload that a register free since the slot's previous "
+         "access in the block can serve becomes copies through that register "
+         "(spill/promote.py)", maximum=1, scope="all"),
+    Knob("SpillStaticWeight", None, 10, False, 0,
+         "cost added per 32-bit word of spill code a value's definitions and uses would "
+         "store or reload (0: the seeds' frequency-weighted cost alone)", scope="all"),
     Knob("schedule", None, 1, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 0 = off", maximum=1, scope="all"),

@@ -12,9 +12,12 @@ A slot qualifies when it is accessed only by spill stores and reloads of one val
 saves around calls, not the callee-saved prologue) of a general register. ``F`` must be free at
 every point where the slot is live (from each store to the reloads it reaches: the slot
 liveness of :mod:`slots`) and at each store: no register placed on its units is live after the
-point or defined there, and no call there destroys it. Only registers below the allocation's
-high-water mark are used, so the function's register count does not change. Slots are
-promoted greedily, the most accessed (by block frequency) first. Knob ``SpillSlotsToRegisters``.
+point or defined there, and no call there destroys it. Slots are promoted greedily, the most
+accessed (by block frequency) first. Knob ``SpillSlotsToRegisters``: 1 uses registers below
+the allocation's high-water mark only, so the function's register count does not change; 2
+(the default) any register of the budget, as ptxas does when it spills: a function that spills
+with registers of its budget unused (fat-point's coloring can leave some) turns slots into
+registers up to the budget, and reports the registers so used.
 """
 
 from __future__ import annotations
@@ -33,10 +36,15 @@ _VALUE_ACCESSES = frozenset((EditKind.SPILL, EditKind.RELOAD))
 
 
 def promote_slots(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[int, Shape],
-                  regfile: RegFile, clobbers: dict[int, int]
+                  regfile: RegFile, clobbers: dict[int, int], up_to_budget: bool = False,
+                  forbidden: int = 0, busy: list[int] | None = None
                   ) -> tuple[dict[int, Instruction], dict[int, int]]:
     """The copies replacing the accesses of every promoted slot (``id(instr) -> copy``) and
-    the start unit of each new register that holds a promoted slot."""
+    the start unit of each new register that holds a promoted slot; with ``up_to_budget``
+    any register of ``regfile``, else only those below the high-water mark; never the units
+    ``forbidden`` (a ``.func``'s callee-saved registers its prologue does not save).
+    ``busy`` (:func:`busy_units`, computed when not given) gets the promoted registers' units
+    added where they are live."""
     accesses: dict[Slot, list[Instruction]] = {}
     refused: set[Slot] = set()
     for ins in cfg.instrs:
@@ -52,9 +60,11 @@ def promote_slots(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[
         return {}, {}
     top = max((s + shapes[v].units for v, s in start.items() if shapes[v].file == GPR),
               default=0)
-    limit = top + top % 2                   # units below the high-water mark
+    # units below the high-water mark, or every unit of the budget
+    limit = regfile.size(Shape(GPR, 1, 1)) if up_to_budget else top + top % 2
     key_index = {s: i for i, s in enumerate(accesses)}
-    busy = _busy_units(cfg, start, shapes, clobbers)
+    if busy is None:
+        busy = busy_units(cfg, start, shapes, clobbers)
     points = _slot_points(cfg, key_index)
     freq = [cfg.blocks[cfg.block_of[i]].freq for i in range(len(cfg.instrs))]
     index_of = {id(ins): i for i, ins in enumerate(cfg.instrs)}
@@ -69,7 +79,7 @@ def promote_slots(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[
         value_reg = build.stored(first) if first.origin.stores else first.defs[0]
         shape = shapes[value_reg]
         where = points[key_index[slot]]
-        taken = 0
+        taken = forbidden
         for p in where:
             taken |= busy[p]
         place = next(((s, m) for s, m in regfile.placements(shape)
@@ -90,7 +100,7 @@ def promote_slots(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[
     return copies, new_starts
 
 
-def _busy_units(cfg: CFG, start: dict[int, int], shapes: dict[int, Shape],
+def busy_units(cfg: CFG, start: dict[int, int], shapes: dict[int, Shape],
                 clobbers: dict[int, int]) -> list[int]:
     """Per instruction id, the general-register units occupied there: by the registers live
     after it, those it defines, and what a call destroys."""
@@ -128,3 +138,80 @@ def _slot_points(cfg: CFG, key_index: dict[Slot, int]) -> list[list[int]]:
             else:
                 live |= 1 << i
     return points
+
+
+def forward_reloads(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[int, Shape],
+                    regfile: RegFile, clobbers: dict[int, int], forbidden: int = 0,
+                    busy: list[int] | None = None
+                    ) -> tuple[dict[int, list[Instruction]], dict[int, Instruction],
+                               dict[int, int]]:
+    """Reloads served by a register free since the previous access of their slot (knob
+    ``SpillReloadsToRegisters``): where a slot is accessed at ``q`` (a spill store of ``H`` or
+    a reload into ``H``) and reloaded at a later ``p`` of the same extended block (a block
+    continues its only predecessor), with no access of the slot between, and a register ``F``
+    of the value's shape is free at every point from ``q`` to ``p`` (no register placed on its
+    units live after or defined at one, no call destroying it), ``mov F, H`` goes right after
+    ``q`` and the reload becomes ``mov R, F`` — a local-memory load less, one copy more (none
+    when ``F`` is ``H``'s or ``R``'s register: such copies are dropped). Whole slots are
+    :func:`promote_slots`'s; this serves what it leaves, one interval at a time, in block
+    order; never in the units ``forbidden``; ``busy`` as :func:`promote_slots` leaves it (the
+    instructions are the same, one for one). Returns the copies to insert after instructions
+    (``id(q) -> copies``: an access can serve a reload in each of its block's successors), the
+    copies replacing reloads (``id(p) -> copy``) and the start unit of each new register."""
+    if busy is None:
+        busy = busy_units(cfg, start, shapes, clobbers)
+    after: dict[int, list[Instruction]] = {}
+    copies: dict[int, Instruction] = {}
+    new_starts: dict[int, int] = {}
+    refused: set = set()
+    for ins in cfg.instrs:
+        o = ins.origin
+        if o is not None and o.slot is not None and o.kind not in _VALUE_ACCESSES:
+            refused.add(o.slot)                 # saves around calls, callee-saved registers
+    # per slot: (q, holder, the point ranges [lo, hi) crossed in earlier blocks, the first
+    # point of the current block's range); per block id, that table at its end
+    at_end: dict[int, dict] = {}
+    for b in cfg.blocks:
+        end = b.first + len(b.instrs)
+        last: dict = {}
+        if len(b.preds) == 1 and b.preds[0] in at_end:
+            last = {slot: (q, held, done, b.first)
+                    for slot, (q, held, done) in at_end[b.preds[0]].items()}
+        for k, ins in enumerate(b.instrs):
+            p = b.first + k
+            o = ins.origin
+            if o is None or o.slot is None or o.slot in refused:
+                continue
+            holder = build.stored(ins) if o.stores else ins.defs[0]
+            if holder not in start or shapes[holder].file != GPR:
+                last.pop(o.slot, None)
+                continue
+            prev = last.get(o.slot)
+            last[o.slot] = (p, holder, (), p)
+            if o.stores or prev is None or shapes[prev[1]] != shapes[holder]:
+                continue
+            q, held, done, lo = prev
+            ranges = done + ((lo, p),)
+            shape = shapes[holder]
+            taken = forbidden
+            for r_lo, r_hi in ranges:
+                for i in range(r_lo, r_hi):
+                    taken |= busy[i]
+            place = next(((s, m) for s, m in regfile.placements(shape) if not m & taken), None)
+            if place is None:
+                continue
+            s, m = place
+            for r_lo, r_hi in ranges:
+                for i in range(r_lo, r_hi):
+                    busy[i] |= m
+            f = regs.like(holder, f"{regs.names[holder]}$r")
+            new_starts[f] = s
+            first = build.copy(regs, f, held, ins.line)
+            first.origin = Edit(EditKind.MOVE, o.value)
+            after.setdefault(id(cfg.instrs[q]), []).append(first)
+            second = build.copy(regs, holder, f, ins.line)
+            second.origin = Edit(EditKind.MOVE, o.value)
+            copies[id(ins)] = second
+        at_end[b.id] = {slot: (q, held, done + ((lo, end),))
+                        for slot, (q, held, done, lo) in last.items()}
+    return after, copies, new_starts

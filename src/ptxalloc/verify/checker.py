@@ -39,9 +39,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from ..ir.instruction import COMMENT, Raw
 from ..ir.module import Function
 from .dataflow import Dataflow
-from .header import CheckerInputError, Header, read_header
+from .header import EARLIER_HEADER, CheckerInputError, Header, read_header
 from .liveness import liveness
 from .locations import Locations
 from .matching import Matcher
@@ -117,6 +118,22 @@ class FunctionChecker:
         return proof
 
 
+def refuse_earlier_run(original: Function, allocated: Function) -> None:
+    """Raise CheckerInputError when ``allocated`` is the allocation of an earlier run's output
+    (it carries that run's neutralized header) but ``original`` is not that output: two steps,
+    each to be verified against its own input. Checked before any pass record is replayed,
+    since the records count the earlier output's instructions, not the original's."""
+    if read_header(original) is not None:
+        return
+    for s in allocated.body:
+        if type(s) is Raw and s.kind == COMMENT and s.text.startswith(EARLIER_HEADER):
+            what = "kernel" if original.is_entry else "function"
+            raise CheckerInputError(
+                f"{what} '{original.name}': the allocated file is the allocation of an earlier "
+                f"run's output (line {s.line} carries that run's header); verify each step "
+                f"against its own input")
+
+
 def check_function(original: Function, allocated: Function,
                    header: dict[str, str] | None = None,
                    module_decls: list[str] = ()) -> FunctionProof:
@@ -126,6 +143,7 @@ def check_function(original: Function, allocated: Function,
         header = read_header(allocated)
         if header is None:
             raise CheckerInputError(f"function '{allocated.name}' carries no //@ptxalloc header")
+    refuse_earlier_run(original, allocated)
     # the pre-passes' records replayed on the original, each validated, in pipeline order
     if header.get("hoist") == "1":
         original = hoisted_original(original, allocated)

@@ -32,8 +32,7 @@ from .blocks import Blocks
 from .convention import callee_saved, caller_saved
 from .events import (Copy, Event, InFlight, Original, Remat, RemovedCopy, RemovedDef,
                      Wait)
-from .header import (ANNOTATION, EARLIER_HEADER, HEADER, REMOVED, SBASE, SERIALIZE,
-                     CheckerInputError, Header, read_header)
+from .header import ANNOTATION, HEADER, REMOVED, SBASE, SERIALIZE, Header
 from .locations import CLASS_BITS, CLASS_FAMILY, CLASS_UNIFORM_FAMILY, Locations
 from .messages import Messages, first_diff
 from .placements import Placements
@@ -224,12 +223,6 @@ class Matcher:
                         HEADER) and not s.text.startswith(self.pass_lines):
                     raise VerificationError(f"{self.where_fn()}, line {s.line}: unknown "
                                             f"annotation '{s.text}'")
-                elif (s.kind == COMMENT and s.text.startswith(EARLIER_HEADER)
-                      and read_header(self.orig) is None):
-                    raise CheckerInputError(
-                        f"{self.where_fn()}: the allocated file is the allocation of an earlier "
-                        f"run's output (line {s.line} carries that run's header); verify each "
-                        f"step against its own input")
         if oi < n_orig:
             o = oinstrs[oi]
             raise VerificationError(
