@@ -52,6 +52,19 @@ def assert_verified(res) -> None:
         [(f.name, f.verified) for f in res.functions]
 
 
+def assert_chain_proven_and_assembles(module, res, arch: str) -> None:
+    """Last steps of a pre-pass corpus test: the allocation ``res`` of ``module`` proven from the
+    original through every pass record it carries (what ``ptxalloc verify ORIGINAL ALLOCATED``
+    does), then assembled by ptxas (skipped, after the proof, where ptxas is absent)."""
+    from ptxalloc import ptxas
+    from ptxalloc.verify import parse_allocated, verify_modules
+    verify_modules(module, parse_allocated(res.ptx, "allocated.ptx"))
+    if not ptxas.available():
+        pytest.skip("ptxas is not on the PATH")
+    out = ptxas.assemble(res.ptx, arch)
+    assert out.ok, out.output
+
+
 _NEEDS = re.compile(r":\d+: function '[^']+': '[^\n]+' needs (\d+(?:\.\d+)?) registers at once")
 
 

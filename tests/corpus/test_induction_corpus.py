@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import corpus_files, corpus_root
-from ptxalloc import ptxas
+from conftest import assert_chain_proven_and_assembles, corpus_files, corpus_root
 from ptxalloc.alloc.driver import Options
 from ptxalloc.passes import induction
 from ptxalloc.pipeline import allocate_module
 from ptxalloc.ptx import parse_file
-from ptxalloc.verify import parse_allocated, verify_modules
 from ptxalloc.verify.induction import check_families
 
 pytestmark = pytest.mark.corpus
@@ -68,8 +66,4 @@ def test_forced_rewrite_proven_from_the_original_and_assembles(entry, allocator,
     res = allocate_module(module, k, allocator, options=options)
     assert "induction=1" in res.ptx
     assert {f.verified for f in res.functions} == {True}
-    verify_modules(module, parse_allocated(res.ptx, "allocated.ptx"))
-    if not ptxas.available():
-        pytest.skip("ptxas is not on the PATH")
-    out = ptxas.assemble(res.ptx, entry["ptxas_arch"])
-    assert out.ok, out.output
+    assert_chain_proven_and_assembles(module, res, entry["ptxas_arch"])

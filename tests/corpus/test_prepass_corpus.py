@@ -16,8 +16,7 @@ import re
 
 import pytest
 
-from conftest import corpus_files, corpus_root
-from ptxalloc import ptxas
+from conftest import assert_chain_proven_and_assembles, corpus_files, corpus_root
 from ptxalloc.alloc.driver import Options
 from ptxalloc.alloc.output import hoist_lines, promote_lines
 from ptxalloc.ir.instruction import COMMENT, Raw
@@ -25,7 +24,6 @@ from ptxalloc.passes.hoist import hoist_function
 from ptxalloc.passes.promote import promote_function
 from ptxalloc.pipeline import allocate_module
 from ptxalloc.ptx import parse_file
-from ptxalloc.verify import parse_allocated, verify_modules
 from ptxalloc.verify.hoist import hoisted_original
 from ptxalloc.verify.promote import promoted_original
 
@@ -83,8 +81,4 @@ def test_hoisted_and_promoted_allocation_proven_from_the_original_and_assembles(
     options = Options(allocator="briggs", knobs={"hoist": 1, "promote": 1})
     res = allocate_module(module, None, "briggs", options=options)
     assert {f.verified for f in res.functions} == {True}
-    verify_modules(module, parse_allocated(res.ptx, "allocated.ptx"))
-    if not ptxas.available():
-        pytest.skip("ptxas is not on the PATH")
-    out = ptxas.assemble(res.ptx, entry["ptxas_arch"])
-    assert out.ok, out.output
+    assert_chain_proven_and_assembles(module, res, entry["ptxas_arch"])

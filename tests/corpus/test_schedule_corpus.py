@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import assert_justified_refusal, corpus_files, corpus_root
-from ptxalloc import ptxas
+from conftest import assert_chain_proven_and_assembles, assert_justified_refusal, corpus_files, corpus_root
 from ptxalloc.alloc.driver import Options
 from ptxalloc.analysis import analyze_function
 from ptxalloc.errors import AllocationError
@@ -20,7 +19,6 @@ from ptxalloc.passes.schedule import schedule_function
 from ptxalloc.pipeline import allocate_module
 from ptxalloc.ptx import parse_file
 from ptxalloc.target.sm import profile_for_module
-from ptxalloc.verify import parse_allocated, verify_modules
 from ptxalloc.verify.schedule import check_schedule
 
 pytestmark = pytest.mark.corpus
@@ -66,8 +64,4 @@ def test_scheduled_allocation_proven_from_the_original_and_assembles(entry, allo
         pytest.skip("every function refused at this budget")
     res = allocate_module(module, k, allocator, options=options)
     assert {f.verified for f in res.functions} == {True}
-    verify_modules(module, parse_allocated(res.ptx, "allocated.ptx"))
-    if not ptxas.available():
-        pytest.skip("ptxas is not on the PATH")
-    out = ptxas.assemble(res.ptx, entry["ptxas_arch"])
-    assert out.ok, out.output
+    assert_chain_proven_and_assembles(module, res, entry["ptxas_arch"])
