@@ -199,3 +199,30 @@ def test_a_tampered_record_is_refuted(tmp_path, capsys):
     out.write_text(res.ptx.replace(RECORD, RECORD[:-3]))
     assert main(["verify", str(LOOP), str(out)]) == 1
     assert "reads of members" in capsys.readouterr().err
+
+
+CROSS_BASE = DATA / "hand" / "induction_cross_base.ptx"
+CROSS_OFFSET = DATA / "hand" / "induction_cross_offset.ptx"
+
+
+@pytest.mark.parametrize("path, records", [
+    # the second loop's pointers start from the first family's member %rd11 (its base)
+    (CROSS_BASE, ["12> 18,19 9,10 13,14,20,21", "24> 30,31 20,21 25,26"]),
+    # ... or add it as their offset
+    (CROSS_OFFSET, ["12> 18,19 9,10 13,14,20,21", "24> 30,31 20,21 25,26"]),
+], ids=["base", "offset"])
+def test_a_family_built_on_another_familys_member_is_refused(path, records):
+    """Found in review: the rewrite stops advancing the first family's members and may drop
+    their entry definitions, so a second family whose base or offset is such a member read an
+    undefined or stale %rd11 in its loop — and the validator accepted it."""
+    fn = parse_file(str(path)).functions[0]
+    families = [parse_line(r) for r in records]
+    with pytest.raises(VerificationError, match=r"base or an offset, %rd1[12], is a member"):
+        check_families(fn, families)
+    # the pass leaves such a family alone, and what it does is proven through the chain
+    found = induction_function(fn)
+    for f in (found.families if found else []):
+        assert f.advances != (30, 31)
+    res = allocate(path.read_text(), knobs={"induction": 1}, filename=path.name)
+    assert {f.verified for f in res.functions} == {True}
+    assert "24> 30,31" not in res.ptx

@@ -197,6 +197,9 @@ def apply_families(fn: Function, families: list[Family]) -> Function:
     for k, ins in enumerate(instrs):
         if k not in gone:
             read.update(rewritten.get(k, ins).uses)
+    for inserted in (*before.values(), *after.values()):
+        for ins in inserted:
+            read.update(ins.uses)
     for f in families:
         gone.update(k for k in f.entries if instrs[k].defs[0] not in read)
     body = []

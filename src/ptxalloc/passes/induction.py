@@ -133,8 +133,20 @@ def find_families(fn: Function) -> list[Family]:
             out.append(Family(at, side, tuple(advances), tuple(entries), tuple(reads)))
         if found:
             taken |= loop.blocks
+    # a family whose base or offset another family advances would read, at the counter's start
+    # or at a redirected read, a member the rewrite no longer advances: left alone
+    members = {advance_parts(instrs[k])[0] for f in out for k in f.advances}
+    out = [f for f in out
+           if not any(type(x) is Reg and x.v in members
+                      for x in _base_and_offset_operands(instrs, f))]
     out.sort()
     return out
+
+
+def _base_and_offset_operands(instrs, family: Family) -> list:
+    """The base and every offset of a family's entry definitions."""
+    base, offsets = base_and_offsets([instrs[k] for k in family.entries])
+    return [base, *offsets]
 
 
 def _families(cfg: CFG, loop: Loop, anchor: int, liveness: Liveness, in_flight: set[int],

@@ -27,7 +27,10 @@ the register Ui writes:
 * no member or offset is a register an asynchronous instruction keeps accessing after it issues
   (:func:`ptxalloc.ir.isa.async_operands`): a fresh ``%t`` read in its place could be reused
   while the access is in flight;
-* two records' loops are the same loop or share no block.
+* two records' loops are the same loop or share no block;
+* no record's base B or register offset O_i is a member of any record (its own included): G
+  stops advancing members and may leave their entry definitions out, so a read of a member that
+  G adds (the counter's start, ``%q + O_i``) would not see F's value.
 
 Why the rewritten function G computes what the original F computes: G is F with, per record, a
 fresh ``%q`` set to B at the end of P, ``add.s64 %q, %q, S`` right before U1, the Ui left out,
@@ -99,6 +102,12 @@ def check_families(fn: Function, families: list[Family]) -> None:
         if got is not None:
             in_flight.update(got[0])
     seen_members: set[int] = set()
+    every_member: set[int] = set()
+    for f in families:
+        for k in f.advances:
+            parts = advance_parts(instrs[k]) if 0 <= k < n else None
+            if parts is not None:
+                every_member.add(parts[0])
     loops = []
     for f in families:
         def fail(why: str, f=f) -> VerificationError:
@@ -157,6 +166,10 @@ def check_families(fn: Function, families: list[Family]) -> None:
         if shared is None:
             raise fail("the entries share no base")
         offsets = [o for o in shared[1] if type(o) is Reg]
+        for x in (shared[0], *offsets):
+            if type(x) is Reg and x.v in every_member:
+                raise fail(f"its base or an offset, {regs.names[x.v]}, is a member of a "
+                           f"family: the rewrite stops advancing it")
         # inside the loop
         invariant = {o.v for o in offsets} | ({stride.v} if type(stride) is Reg else set())
         reads = set()
