@@ -433,3 +433,14 @@ def test_the_html_report_counts_the_kernels_own_shared_memory(tmp_path):
     page = out.read_text()
     assert "block size 64, 40000 bytes of .shared a block" in page
     assert re.search(r"<td class=\"num\">64</td><td>8 warps, 12 % \(shared memory\)</td>", page)
+
+
+def test_a_launch_bound_written_with_fewer_dimensions_is_the_same_bound(tmp_path):
+    # found in review: .maxntid 64 against .maxntid 64, 1, 1 was refused as a changed bound
+    text = kernel(bounds=".maxntid 64")
+    res = allocate_shared(text)
+    orig, out = tmp_path / "k.ptx", tmp_path / "o.ptx"
+    orig.write_text(text)
+    out.write_text(res.ptx.replace(".maxntid 64\n", ".maxntid 64, 1, 1\n"))
+    assert ".maxntid 64, 1, 1" in out.read_text()
+    assert len(list(verify_files(str(orig), str(out)))) == 1

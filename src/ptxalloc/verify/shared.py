@@ -59,11 +59,13 @@ def pseudo_name(k: int) -> str | None:
 
 
 def launch_dims(directives: dict) -> tuple[str, list[int]] | None:
-    """The launch bound (``.reqntid`` before ``.maxntid``) and its dimensions, None without."""
+    """The launch bound (``.reqntid`` before ``.maxntid``) and its three dimensions (missing
+    ones are 1), None without."""
     for key in ("reqntid", "maxntid"):
         val = directives.get(key)
         if val:
-            return key, [max(1, int(d)) for d in (val if isinstance(val, list) else [val])]
+            dims = [max(1, int(d)) for d in (val if isinstance(val, list) else [val])]
+            return key, dims + [1] * (3 - len(dims))     # .maxntid 256 is .maxntid 256, 1, 1
     return None
 
 
