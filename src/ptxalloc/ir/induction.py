@@ -37,6 +37,7 @@ from . import isa
 from .instruction import Instruction
 from .module import Function
 from .operands import Imm, Reg
+from .recompute import splice_body
 
 INDUCTION = "//@induction"
 _LIST = r"(\d+(?:,\d+)*)"
@@ -202,16 +203,5 @@ def apply_families(fn: Function, families: list[Family]) -> Function:
             read.update(ins.uses)
     for f in families:
         gone.update(k for k in f.entries if instrs[k].defs[0] not in read)
-    body = []
-    k = 0
-    for s in fn.body:
-        if type(s) is Instruction:
-            body.extend(before.get(k, ()))
-            if k not in gone:
-                body.append(rewritten.get(k, s))
-            body.extend(after.get(k, ()))
-            k += 1
-        else:
-            body.append(s)
-    new.body = body
+    new.body = splice_body(fn.body, before, rewritten, gone, after)
     return new

@@ -139,15 +139,28 @@ def apply_recomputations(fn: Function, records: list[Recompute], dead: list[int]
     gone = set(dead)
     if any(not 0 <= i < n for i in gone):
         raise ValueError(f"a dead instruction is outside the function's {n}")
-    body = []
+    new.body = splice_body(fn.body, before, rewritten, gone)
+    return new
+
+
+def splice_body(body: list, before: dict[int, list[Instruction]],
+                rewritten: dict[int, Instruction], gone: set[int],
+                after: dict[int, list[Instruction]] | None = None) -> list:
+    """``body`` with, per instruction index ``k`` (instructions only, in body order), the
+    instructions ``before[k]`` inserted before it, it replaced by ``rewritten[k]`` or left out
+    when ``k`` is in ``gone``, and ``after[k]`` inserted after it; every other statement kept
+    where it is. The appliers of the pre-passes' records share it (this module's and
+    :mod:`ptxalloc.ir.induction`'s)."""
+    after = after or {}
+    out = []
     k = 0
-    for s in fn.body:
+    for s in body:
         if type(s) is Instruction:
-            body.extend(before.get(k, ()))
+            out.extend(before.get(k, ()))
             if k not in gone:
-                body.append(rewritten.get(k, s))
+                out.append(rewritten.get(k, s))
+            out.extend(after.get(k, ()))
             k += 1
         else:
-            body.append(s)
-    new.body = body
-    return new
+            out.append(s)
+    return out
