@@ -14,6 +14,7 @@ import re
 
 from ..ir.instruction import DIRECTIVE, Raw
 from ..ir.module import Function
+from ..ir.operands import Args, Mem, Neg, Not, Pair, Sum, Sym, Vec
 
 _SHARED_DECL = re.compile(r"\.shared\s+(?:\.align\s+\d+\s+)?(?:\.v(\d)\s+)?\.[a-z]+(\d+)\s+"
                           r"([\w$%.]+)((?:\s*\[\s*\d+\s*\])*)\s*[;=]")
@@ -26,7 +27,7 @@ def own_static_shared(fn: Function, module_decls: list[str]) -> int:
     module = [t for t in module_decls if ".shared" in t]
     if not module and not any(".shared" in t for t in own):
         return 0
-    used = " ".join(ins.render(str) for ins in fn.instructions()) if module else ""
+    used = symbols_named(fn) if module else set()
     total = 0
     for text, mine in [(t, True) for t in own] + [(t, False) for t in module]:
         text = " ".join(text.split())
@@ -35,11 +36,32 @@ def own_static_shared(fn: Function, module_decls: list[str]) -> int:
         m = _SHARED_DECL.match(text.replace(".visible ", "").replace(".weak ", ""))
         if m is None:
             continue
-        if not mine and not re.search(r"(?<![\w$%.])" + re.escape(m.group(3)) + r"(?![\w$])",
-                                      used):
+        if not mine and m.group(3) not in used:
             continue
         size = int(m.group(2)) // 8 * int(m.group(1) or 1)
         for n in re.findall(r"\d+", m.group(4)):
             size *= int(n)
         total += size
     return total
+
+
+def symbols_named(fn: Function) -> set[str]:
+    """The symbols ``fn``'s instructions name (operands, addresses, their parts)."""
+    out: set[str] = set()
+    stack = [op for ins in fn.instructions() for op in ins.ops]
+    while stack:
+        op = stack.pop()
+        t = type(op)
+        if t is Sym:
+            out.add(op.text)
+        elif t is Mem:
+            if op.base is not None:
+                stack.append(op.base)
+            stack.extend(op.rest)
+        elif t is Vec or t is Args:
+            stack.extend(op.items)
+        elif t is Pair:
+            stack += (op.a, op.b)
+        elif t is Sum or t is Not or t is Neg:
+            stack.append(op.reg)
+    return out
