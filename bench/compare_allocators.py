@@ -46,14 +46,13 @@ def measure(rel: str, arch: str, budgets: list[int], knobs: dict, with_ptxas: bo
     from ptxalloc import ptxas
     from ptxalloc.alloc.driver import Options, allocate_function
     from ptxalloc.errors import AllocationError
-    from ptxalloc.ir.instruction import Raw
     from ptxalloc.ptx import parse_file
     from ptxalloc.target.sm import profile_for
 
     path = str(corpus_root() / rel)
     module = parse_file(path)
     sm = profile_for(None, module.sm)
-    decls = [it.text for it in module.items if type(it) is Raw]
+    decls = module.declarations()
     out: dict = {}
     for k in budgets:
         rows: dict = {}

@@ -63,9 +63,8 @@ def run_pass(name: str, fn, module, value: int = 1):
     if name == "hoist":
         from ptxalloc.passes.hoist import hoist_function
         return hoist_function(fn, innermost_only=value == 2)
-    from ptxalloc.ir.instruction import Raw
     from ptxalloc.passes.promote import promote_function
-    return promote_function(fn, "\n".join(it.text for it in module.items if type(it) is Raw))
+    return promote_function(fn, "\n".join(module.declarations()))
 
 
 def measure(paths: list[Path], name: str, budgets: list[int], allocator: str,

@@ -45,7 +45,6 @@ def measure(source: str, path: str, arch: str | None, budgets: list[int], alloca
     from ptxalloc import ptxas
     from ptxalloc.alloc.driver import Options, allocate_function
     from ptxalloc.errors import AllocationError
-    from ptxalloc.ir.instruction import Raw
     from ptxalloc.pipeline import pre_passes
     from ptxalloc.ptx import parse_file
     from ptxalloc.target.sm import profile_for
@@ -53,7 +52,7 @@ def measure(source: str, path: str, arch: str | None, budgets: list[int], alloca
     module = parse_file(path)
     sm = profile_for(None, module.sm)
     arch = arch or ptxas.arch_for(module.sm)
-    decls = [it.text for it in module.items if type(it) is Raw]
+    decls = module.declarations()
     # the passes before allocation as the pipeline runs them (the knobs hoist, promote,
     # recompute, schedule)
     prepared = [pre_passes(fn, Options(knobs=dict(knobs)), decls)[0] for fn in module.functions]

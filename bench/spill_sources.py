@@ -56,7 +56,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=10)
     args = ap.parse_args(argv)
     from ptxalloc.alloc.knobs import parse_knobs
-    from ptxalloc.ir.instruction import Raw
     from ptxalloc.ptx import parse_file
     from ptxalloc.target.sm import profile_for
 
@@ -66,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.files:
         module = parse_file(path)
         sm = profile_for(None, module.sm)
-        decls = [it.text for it in module.items if type(it) is Raw]
+        decls = module.declarations()
         for fn in module.functions:
             got = sources(fn, args.registers, args.allocator, knobs, decls, sm)
             if got is None or not got[0]:

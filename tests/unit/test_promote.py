@@ -64,7 +64,7 @@ def test_a_never_stored_slot_stays_undefined():
 
 
 def module_text(module) -> list[str]:
-    return [it.text for it in module.items if type(it) is Raw]
+    return module.declarations()
 
 
 def test_nvcc_debug_builds():

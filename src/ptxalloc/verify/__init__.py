@@ -78,7 +78,7 @@ def _verify_module_text(module: Module, text: str, results) -> list[FunctionProo
     except PtxSyntaxError as e:
         raise VerificationError(f"the allocated PTX does not parse: {e}") from None
     proofs = []
-    decls = module_declarations(module)
+    decls = module.declarations()
     ofns = {f.name: f for f in module.functions}
     afns = {f.name: f for f in allocated.functions}
     for r in results:
@@ -192,7 +192,7 @@ def verify_modules(original: Module, allocated: Module) -> list[FunctionProof]:
             f"{', '.join(f.name for f in ofns) or 'none'}; {allocated.filename} has "
             f"{', '.join(f.name for f in afns) or 'none'}")
     proofs = []
-    decls = module_declarations(original)
+    decls = original.declarations()
     for o, a in zip(ofns, afns):
         header = read_header(a)
         if header is None:
@@ -203,11 +203,6 @@ def verify_modules(original: Module, allocated: Module) -> list[FunctionProof]:
         raise CheckerInputError(f"{allocated.filename}: no function carries a //@ptxalloc "
                                 f"header (is it an allocated file?)")
     return proofs
-
-
-def module_declarations(module: Module) -> list[str]:
-    """The module-level statements (``.param`` declarations among them) of the original."""
-    return [it.text for it in module.items if type(it) is Raw]
 
 
 def _check_unchanged(o: Function, a: Function) -> None:
