@@ -364,8 +364,14 @@ def _load_builtin() -> None:
 
 
 def get(name: str) -> Allocator:
-    """The allocator registered as ``name``; KeyError when there is none."""
-    _load_builtin()
+    """The allocator registered as ``name``; KeyError when there is none. A built-in one is
+    found by importing its module alone: ``allocate`` imports no allocator it does not run
+    (start-up, issue 16)."""
+    if name not in _REGISTRY:
+        if name in BUILTIN:
+            importlib.import_module(f"{__package__}.{name}")
+        else:
+            _load_builtin()
     return _REGISTRY[name]
 
 
