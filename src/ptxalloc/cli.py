@@ -4,13 +4,13 @@
 Errors the user can cause print one line (``file:line:col: what``) and exit with status 2
 (1 when ``verify`` refutes an allocation); a traceback on bad input is a bug. Set
 ``PTXALLOC_DEBUG=1`` to see the traceback of an internal error. Every input and output goes
-through :mod:`ptxalloc.files` (``-`` is standard input or output).
+through :mod:`ptxalloc.files` (``-`` is standard input or output). Each command imports what it
+needs when it runs (``json`` too): start-up pays for nothing else (issue 16).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -85,6 +85,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     # with --emit - the module is standard output and the summary goes to standard error
     info = sys.stderr if args.emit == STDIO else sys.stdout
     if args.json:
+        import json
         from .report.schema import header
         from .target.sm import arch_of_target
         print(json.dumps({**header("parse", module.filename, arch_of_target(module.target)),
@@ -212,6 +213,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     if args.plot:
         _write_plot(args.plot, _select(module, args.function), sm, files, budgets, decls)
     if args.json:
+        import json
         from .report.schema import header
         print(json.dumps({**header("analyze", module.filename, sm.name), "functions": rows},
                          indent=2))
@@ -315,8 +317,6 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     from .errors import InternalError, VerificationError
     from .files import STDIO, check_paths, own_descriptor, write_outputs
     from .pipeline import allocate_module
-    from .report.allocation_report import verbose_lines
-    from .report.spill_report import spill_lines
 
     budget = _budget(args.registers, allow_auto=True)
     knobs = _knobs(args, budget)
@@ -339,6 +339,7 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
                             f"report: {e}", exit_code=1) from None
     outputs = [(output, result.ptx)]
     if args.json:
+        import json
         outputs.append((args.json, json.dumps(result.report(), indent=2) + "\n"))
     if args.remarks:
         from .analysis.sources import source_files
@@ -356,6 +357,8 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
         from .report.allocation_report import cuobjdump_lines
         print("\n".join(cuobjdump_lines(result.functions)), file=info)
     elif args.verbose:
+        from .report.allocation_report import verbose_lines
+        from .report.spill_report import spill_lines
         for fr in result.functions:
             for line in verbose_lines(fr, result.sm, module.function(fr.name).kind,
                                       spill_lines(fr.extra["spills"])):
@@ -382,6 +385,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
                         maxrregcount=_maxrregcount(args.maxrregcount),
                         override_directive_values=args.override_directive_values)
     if args.json:
+        import json
         write_output(args.json, json.dumps({"functions": rows}, indent=2) + "\n")
     if args.json != STDIO:
         print(format_text(rows, module.filename))
@@ -403,6 +407,7 @@ def _time_limit(text: str) -> float:
 def _allocation_report(path: str, args: argparse.Namespace, knobs: dict[str, float]) -> dict:
     """``diff``'s view of one input: an ``allocate --json`` report as written, or the report of
     allocating a PTX file with the command's options (proven by the checker)."""
+    import json
     from .errors import InternalError, VerificationError
     from .files import read_input
     from .pipeline import allocate_module
@@ -435,6 +440,7 @@ def _allocation_report(path: str, args: argparse.Namespace, knobs: dict[str, flo
 
 def _cmd_diff(args: argparse.Namespace) -> int:
     """``diff OLD NEW``: exit 1 when a ``--fail-on`` threshold trips, else 0."""
+    import json
     from .report.diff import compare, format_text, parse_thresholds, tripped
     from .report.schema import header
 

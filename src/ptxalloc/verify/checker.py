@@ -47,9 +47,8 @@ from .liveness import liveness
 from .locations import Locations
 from .matching import Matcher
 from .messages import Messages
-from .hoist import hoisted_original
-from .induction import induced_original
-from .promote import promoted_original
+# the validators of hoist, promote and induction (off by default) are imported when a header
+# names their pass (start-up, issue 16)
 from .recompute import recomputed_original
 from .schedule import scheduled_original
 from .uniform import check_uniform
@@ -146,10 +145,13 @@ def check_function(original: Function, allocated: Function,
     refuse_earlier_run(original, allocated)
     # the pre-passes' records replayed on the original, each validated, in pipeline order
     if header.get("hoist") == "1":
+        from .hoist import hoisted_original
         original = hoisted_original(original, allocated)
     if header.get("promote") == "1":
+        from .promote import promoted_original
         original = promoted_original(original, allocated, module_decls)
     if header.get("induction") == "1":
+        from .induction import induced_original
         original = induced_original(original, allocated)
     if header.get("recompute") == "1":
         # proven against the original rewritten by its records, once they are proven

@@ -40,8 +40,8 @@ from ..ir.effects import speculatable
 from ..ir.instruction import COMMENT, DEF, Instruction, Raw
 from ..ir.module import Function
 from ..ir.operands import Reg
+from .header import HOIST
 
-HOIST = "//@hoist"
 _LINE = re.compile(r"//@hoist\s+(\d+)([<>])((?:\s+\d+)+)\s*$")
 
 

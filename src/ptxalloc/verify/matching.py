@@ -32,13 +32,11 @@ from .blocks import Blocks
 from .convention import callee_saved, caller_saved
 from .events import (Copy, Event, InFlight, Original, Remat, RemovedCopy, RemovedDef,
                      Wait)
-from .header import ANNOTATION, HEADER, REMOVED, SBASE, SERIALIZE, Header
+from .header import ANNOTATION, HEADER, HOIST, PROMOTE, REMOVED, SBASE, SERIALIZE, Header
 from .locations import CLASS_BITS, CLASS_FAMILY, CLASS_UNIFORM_FAMILY, Locations
 from .messages import Messages, first_diff
 from .placements import Placements
-from .hoist import HOIST
 from ..ir.induction import INDUCTION
-from .promote import PROMOTE
 from ..ir.recompute import DEAD, RECOMPUTE
 from .schedule import SCHEDULE
 from .shared import ABI_REASON, BASE_OFFSET, SCRATCH_OFFSET, BaseRun, check_area

@@ -43,8 +43,8 @@ from ..ir.instruction import COMMENT, DIRECTIVE, SCOPE_CLOSE, SCOPE_OPEN, Instru
 from ..ir.module import Function
 from ..ir.operands import Imm, Mem, Reg, Sym
 from ..ir.registers import CLASS_BITS, class_of_type
+from .header import PROMOTE
 
-PROMOTE = "//@promote"
 LIMIT = 0x10000
 _OPCODE = re.compile(r"(?P<op>ld|st)(?P<local>\.local)?\.(?P<t>[bsuf])(?P<bits>16|32|64)$")
 _ADDRESS_ARITH = re.compile(r"(?:add|sub)\.[su](?:32|64)$")
