@@ -84,5 +84,31 @@ def ptxas_seconds(path: str, arch: str, extra: list[str] | None = None,
     return best
 
 
+def ptxas_cpu_seconds(path: str, arch: str, extra: list[str] | None = None,
+                      repeat: int = 3) -> float | None:
+    """Least CPU time (user + system, from ``getrusage(RUSAGE_CHILDREN)``) of ``ptxas
+    -arch=<arch> file`` over ``repeat`` runs: unlike wall time, it does not grow when other
+    processes share the machine (None without ptxas or when it fails)."""
+    from ptxalloc import ptxas
+    if not ptxas.available():
+        return None
+    best = None
+    for _ in range(repeat):
+        before = children_cpu()
+        r = ptxas.assemble_file(path, arch, extra)
+        if not r.ok:
+            return None
+        cpu = children_cpu() - before
+        best = cpu if best is None else min(best, cpu)
+    return best
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of the child processes this one has waited for."""
+    import resource
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
