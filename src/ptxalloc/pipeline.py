@@ -14,9 +14,6 @@ note):
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-
 from .alloc.driver import FunctionResult, Options, allocate_function
 from .alloc.output import (hoist_lines, mark_prepass, neutral, promote_lines,
                            schedule_lines)
@@ -27,6 +24,7 @@ from .ir.module import Function, Module
 from .ir.recompute import record_lines
 from .ptx import emit_function, emit_module
 from .ptx.parser import parse
+from .records import field, record, replace
 from .report.spill_report import explain_spills
 from .target.occupancy import block_size, occupancy
 from .target.register_limit import RegisterLimit, module_limits
@@ -35,7 +33,7 @@ from .target.sm import SMProfile, profile_for_module
 SEED_K = 15                 # CICC's register budget constant (seed 000)
 
 
-@dataclass
+@record
 class ModuleResult:
     """An allocated module: its PTX text, one :class:`FunctionResult` per allocated function,
     and the target profile."""
@@ -206,7 +204,7 @@ def allocate_module(module: Module, registers: int | str | None = None,
     sm = profile_for_module(arch, module)
     options = options or Options()
     if allocator is not None:
-        options = dataclasses.replace(options, allocator=allocator)
+        options = replace(options, allocator=allocator)
     check_registers(registers)
     budgets = fixed_budgets(module, sm, registers, maxrregcount, override_directive_values)
     fns = module.functions

@@ -33,9 +33,9 @@ colorable when its weighted degree is below the number of its placements in the 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from ..records import field, record
 from ..target.units import RegFile, Shape, blocking_weight, vreg_shape
 from ..util import bits
 
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from .session import Session
 
 
-@dataclass
+@record
 class Coloring:
     """An allocator's answer for one round: a start unit for every node it placed (``start``)
     and the nodes it could not place (``spilled``: the driver spills or relieves them and runs
@@ -59,7 +59,7 @@ class Coloring:
     optimal: bool | None = None                           # register count proven minimal
 
 
-@dataclass
+@record
 class Program:
     """The program points of one function in plain arrays: point ``i`` is instruction id ``i``
     (blocks in layout order, each block's instructions consecutive)."""

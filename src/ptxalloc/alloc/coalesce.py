@@ -21,8 +21,7 @@ merged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..records import record
 from ..target.units import blocking_weight
 from ..util import bits
 from .api import Problem
@@ -31,7 +30,7 @@ COALESCE_FACTOR = 0.8
 MAX_COALESCE_ITERATIONS = 10
 
 
-@dataclass
+@record
 class CoalesceStats:
     moves: int = 0
     coalesced: int = 0

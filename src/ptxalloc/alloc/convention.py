@@ -23,18 +23,18 @@ Functions with neither calls nor a ``.func`` header (leaf kernels) are left alon
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Callable
 
 from ..analysis.calls import is_call
 from ..ir.module import Function
+from ..records import field, record
 from ..target.abi import (ARG_FACTOR, CALLEE_SAVED, CALLEE_SAVED_FACTOR, FRAME_POINTER,
                           Convention)
 from ..target.units import GPR
 from ..util import bits
 
 
-@dataclass
+@record
 class ConventionInfo:
     """What the convention found in one function and did to it: whether it applies
     (``active``), calls and tail calls, the precolored registers (register -> start unit) and

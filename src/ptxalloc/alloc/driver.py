@@ -38,7 +38,6 @@ spill slots once they are laid out and add notes and fields to the report (:mod:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 from ..analysis import FunctionAnalysis, analyze_function, pressure_of
@@ -53,6 +52,7 @@ from ..passes.asynchrony import bind_async_waits
 from ..passes.convention import bind_convention
 from ..passes.legalize import legalize_tuples
 from ..passes.serialize_wgmma import serialize_wgmma
+from ..records import field, record
 from ..spill.lazy import dead_spill_stores, reload_moves, remove_redundant_spill_code
 from ..spill.promote import busy_units, forward_reloads, promote_slots
 from ..spill.remat import COMPUTE_COST, remat_candidates
@@ -79,7 +79,7 @@ MAX_ROUNDS = 40
 SPILL_ARRAY = "__ptxalloc_spill"
 
 
-@dataclass
+@record
 class Options:
     """How to allocate: the registered allocator's name, the factor Briggs's coalescing weighs
     copies by (seed 002; ``--coalescing-factor``), whether to compact the final coloring
@@ -104,7 +104,7 @@ class Options:
     uniform: bool = False               # uniform values to UR/UP (sm_75+; :mod:`uniform`)
 
 
-@dataclass
+@record
 class FunctionResult:
     """What allocating one function produced; ``report()`` is its row of the JSON report."""
 
@@ -158,7 +158,7 @@ class FunctionResult:
         return [n[len("warning: "):] for n in self.notes if n.startswith("warning: ")]
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class Allocation:
     """One function's allocation in progress, handed from step to step (regalloc2's ``Env``):
     the input and its budget, the working copy the pre-passes and the spill rewrites change,

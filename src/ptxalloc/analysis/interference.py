@@ -34,17 +34,16 @@ placements; they never forbid one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..ir.cfg import CFG
 from ..ir.registers import RegClass
+from ..records import record
 from ..util import bits, gc_paused
 from .liveness import Liveness
 
 BANK_EDGE_WEIGHT = 2.0
 
 
-@dataclass
+@record
 class GraphStatistics:
     """Seed 002's GraphStatistics."""
 

@@ -17,17 +17,17 @@ need so many registers".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from ..ir.cfg import CFG
 from ..ir.registers import RegClass
+from ..records import record
 from ..target.units import vreg_shape
 from ..util import bits
 from .liveness import Liveness
 from .tuples import TupleInfo
 
 
-@dataclass
+@record
 class PressurePoint:
     instr: int                     # instruction id (index into cfg.instrs); -1: block entry
     block: int

@@ -16,17 +16,16 @@ into fresh registers (:mod:`ptxalloc.alloc.legalize`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ..ir import isa
 from ..ir.instruction import Instruction
 from ..ir.module import Function
 from ..ir.operands import Reg, Vec
 from ..ir.registers import RegTable
+from ..records import field, record
 from ..target.units import Shape, tuple_shape, vreg_shape
 
 
-@dataclass
+@record
 class TupleGroup:
     members: list[tuple[int, int]]     # (register id, unit offset)
     units: int
@@ -38,7 +37,7 @@ class TupleGroup:
         return tuple_shape(self.units, self.align_regs)
 
 
-@dataclass
+@record
 class TupleInfo:
     groups: list[TupleGroup] = field(default_factory=list)
     group_of: dict[int, tuple[int, int]] = field(default_factory=dict)   # reg -> (group, offset)

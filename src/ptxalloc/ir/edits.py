@@ -28,9 +28,10 @@ kind                  the inserted instruction                            ``//@`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
+
+from ..records import record
 
 
 class EditKind(Enum):
@@ -83,7 +84,7 @@ def callee_slot(r: int) -> Slot:
     return Slot("callee", r)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Edit:
     """The origin of one inserted instruction: its ``kind``, the original value it concerns
     (``value``, a register id of the input; -1 for none), the spill ``slot`` it accesses, and

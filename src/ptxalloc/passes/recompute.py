@@ -56,7 +56,6 @@ argument (docs/checker.md, "Recomputed allocations"). Switch: the knob ``recompu
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ..analysis.liveness import Liveness
 from ..ir import isa
@@ -66,6 +65,7 @@ from ..ir.module import Function
 from ..ir.operands import Imm, Reg, Sym
 from ..ir.recompute import Recompute, apply_recomputations
 from ..ir.registers import CLASS_BITS, RegClass
+from ..records import record
 from ..spill.remat import worth_rematerializing
 from ..target.units import PRED_REGS
 from ..util import bits as set_bits, gc_paused
@@ -87,7 +87,7 @@ MAX_RECOMPUTATIONS = 8
 MAX_CHAIN = 3
 
 
-@dataclass
+@record
 class Recomputed:
     """The rewritten function and what was done: ``records`` (one per use served, each
     inserting its chain and the definition), ``dead`` (original instruction indices left out:
@@ -199,7 +199,7 @@ def plan(fn: Function, chains_allowed: bool = True,
     return made.records, made.dead
 
 
-@dataclass
+@record
 class _Plan:
     """:func:`plan`'s result with what it computed on the way, for
     :func:`recompute_choices` not to compute it again: the CFG and liveness of ``fn``, and the

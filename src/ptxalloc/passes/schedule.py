@@ -31,7 +31,6 @@ schedule=0`` allocates the order as written).
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
 
 from ..analysis.liveness import Liveness
 from ..ir.cfg import CFG
@@ -39,6 +38,7 @@ from ..ir.effects import BARRIER, ORDERED, effect_kind, uses_carry
 from ..ir.instruction import COMMENT, LOC, Instruction, Raw
 from ..ir.module import Function
 from ..ir.registers import RegClass
+from ..records import record
 from ..target.units import vreg_shape
 from ..util import gc_paused
 from ..analysis import pressure_of
@@ -47,7 +47,7 @@ from ..analysis.tuples import find_tuples
 MIN_SEGMENT = 3     # shorter segments have nothing to gain
 
 
-@dataclass
+@record
 class Scheduled:
     """A scheduled copy of a function: ``order`` lists the original instruction indices in
     their new order; ``segments`` is how many segments were reordered, ``moved`` how many

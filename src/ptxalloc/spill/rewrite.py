@@ -33,19 +33,18 @@ sequence of :mod:`shared` computes (made the first time a value goes to memory);
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ..ir import build
 from ..ir.edits import Edit, EditKind, Slot, value_slot
 from ..ir.instruction import Instruction, Removed
 from ..ir.module import Function
 from ..ir.operands import Reg
 from ..ir.registers import RegClass
+from ..records import field, record
 from . import shared
 from .split import SplitPlan
 
 
-@dataclass
+@record
 class SpillState:
     """What spilling has done to a function so far, across rounds."""
 

@@ -30,15 +30,14 @@ spill-everywhere.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ..analysis import FunctionAnalysis
 from ..analysis.liveness import instr_gen_kill
 from ..ir.cfg import _TERMINATORS
 from ..ir.registers import RegClass
+from ..records import field, record
 
 
-@dataclass
+@record
 class SplitPlan:
     """The runs chosen for one spill round. ``run_of[(id(instr), reg)]`` is the run that the
     occurrence of ``reg`` at ``instr`` belongs to (an occurrence in no run is spilled

@@ -19,7 +19,7 @@ gives them no role): they are neither passed nor destroyed by calls.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..records import record
 
 ARG_REGS = 8
 CALLER_SAVED = range(0, 24)
@@ -29,7 +29,7 @@ ARG_FACTOR = 2.0                    # seed 003 spill-cost factors
 CALLEE_SAVED_FACTOR = 1.5
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Convention:
     """The convention's registers for a budget of K."""
 

@@ -27,15 +27,15 @@ granularity (``cudaOccSMemAllocationGranularity``: 256 bytes on sm_7x, 128 from 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from ..records import record
 from .sm import MAX_REGS_PER_THREAD, REG_ALLOC_UNIT, SUB_PARTITIONS, SMProfile
 
 DEFAULT_BLOCK = 256
 MUST_SPILL = "exceeds 255: must spill"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Occupancy:
     registers: int
     block: int

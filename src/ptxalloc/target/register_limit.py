@@ -31,8 +31,8 @@ that kind, seed 004's).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from ..records import record
 from .occupancy import launch_threads
 from .sm import REG_ALLOC_UNIT, SUB_PARTITIONS, SMProfile
 
@@ -41,7 +41,7 @@ MIN_REGS = 24                       # ptxas: "adjusting per thread register coun
 LIMIT_DIRECTIVES = ("maxnreg", "maxntid", "reqntid")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RegisterLimit:
     registers: int
     source: str         # why: the report's ``budget_from``

@@ -30,16 +30,16 @@ A ``.target`` this model does not know is a named warning on stderr, never a sil
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..records import record
 
 REG_ALLOC_UNIT = 256        # registers per warp in one allocation (8 per thread)
 SUB_PARTITIONS = 4          # warps are given registers per sub-partition (warp granularity 4)
 MAX_REGS_PER_THREAD = 255
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SMProfile:
     name: str
     regs_per_sm: int             # 32-bit registers per SM (65536 on every target here)

@@ -37,10 +37,10 @@ equivalent).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 from ..ir.instruction import COMMENT, Raw
 from ..ir.module import Function
+from ..records import field, record
 from .dataflow import Dataflow
 from .header import EARLIER_HEADER, CheckerInputError, Header, read_header
 from .liveness import liveness
@@ -57,7 +57,7 @@ __all__ = ["FunctionProof", "FunctionChecker", "check_function", "read_header",
            "CheckerInputError"]
 
 
-@dataclass
+@record
 class FunctionProof:
     """What the checker proved about one function."""
 

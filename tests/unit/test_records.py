@@ -1,0 +1,126 @@
+"""ptxalloc.records: ``@record`` behaves as ``@dataclass`` on the class bodies the project writes
+(issue 16: the start-up path's records without dataclasses)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+
+import pytest
+from hypothesis import given, strategies as st
+
+from ptxalloc.records import FrozenRecordError, field, record, replace
+
+
+def _pair(frozen=False, slots=False):
+    """The same class body as a dataclass and as a record."""
+    def body():
+        class Point:
+            """A point."""
+
+            x: int
+            y: int = 0
+            tags: list[str] = dataclasses.field(default_factory=list)
+            note: str | None = dataclasses.field(default=None, repr=False)
+
+            def norm(self) -> int:
+                return abs(self.x) + abs(self.y)
+        return Point
+
+    def record_body():
+        class Point:
+            """A point."""
+
+            x: int
+            y: int = 0
+            tags: list[str] = field(default_factory=list)
+            note: str | None = field(default=None, repr=False)
+
+            def norm(self) -> int:
+                return abs(self.x) + abs(self.y)
+        return Point
+
+    return (dataclasses.dataclass(frozen=frozen, slots=slots)(body()),
+            record(frozen=frozen, slots=slots)(record_body()))
+
+
+# the records at module level, under names pickle can find
+_PAIRS = {}
+for _frozen in (False, True):
+    for _slots in (False, True):
+        _d, _r = _PAIRS[_frozen, _slots] = _pair(_frozen, _slots)
+        _r.__name__ = _r.__qualname__ = f"Point{int(_frozen)}{int(_slots)}"
+        globals()[_r.__name__] = _r
+
+
+@pytest.mark.parametrize("frozen,slots", [(False, False), (True, False), (False, True),
+                                          (True, True)])
+@given(x=st.integers(), y=st.integers(), tags=st.lists(st.text(max_size=3), max_size=3),
+       note=st.none() | st.text(max_size=3), use_keywords=st.booleans())
+def test_record_matches_dataclass(frozen, slots, x, y, tags, note, use_keywords):
+    D, R = _PAIRS[frozen, slots]
+    tags = tuple(tags) if frozen else tags      # hashable fields where the record hashes
+    args, kwargs = ((), dict(x=x, y=y, tags=tags, note=note)) if use_keywords else \
+        ((x, y, tags, note), {})
+    d, r = D(*args, **kwargs), R(*args, **kwargs)
+    # the same text after the class's name (the record's is renamed for pickle)
+    assert repr(r)[repr(r).index("("):] == repr(d)[repr(d).index("("):]
+    assert (r.x, r.y, r.tags, r.note, r.norm()) == (d.x, d.y, d.tags, d.note, d.norm())
+    assert r == R(*args, **kwargs) and (r == R(x + 1, y)) == (d == D(x + 1, y))
+    assert r != d       # another class, as two dataclasses of different classes
+    assert (D.__hash__ is None) == (R.__hash__ is None)
+    if frozen:
+        assert hash(r) == hash(R(*args, **kwargs)) == hash(d)
+        with pytest.raises(AttributeError):
+            r.x = 1
+        with pytest.raises(FrozenRecordError):
+            del r.y
+    else:
+        r.x = x + 1
+        assert r.x == x + 1
+    assert hasattr(r, "__dict__") == hasattr(d, "__dict__") == (not slots)
+    for other in (pickle.loads(pickle.dumps(r)), copy.copy(r), copy.deepcopy(r)):
+        assert other == r and other is not r
+    assert replace(r, y=7) == R(r.x, 7, r.tags, r.note)
+    assert replace(r, y=7).y == dataclasses.replace(d, y=7).y == 7
+
+
+def test_defaults_are_per_instance_and_class_attributes_as_dataclass():
+    D, R = _pair()
+    a, b = R(1), R(2)
+    a.tags.append("t")
+    assert b.tags == []
+    assert R.y == D.y == 0 and R.note is None and D.note is None
+    assert not hasattr(R, "tags") and not hasattr(D, "tags")
+    with pytest.raises(TypeError):
+        R()                                     # x is required
+    with pytest.raises(TypeError):
+        replace(R(1), z=3)                      # no such field
+
+
+def test_refused_bodies_as_dataclass():
+    with pytest.raises(ValueError, match="mutable default"):
+        @record
+        class Bad:
+            items: list = []
+    with pytest.raises(TypeError, match="follows default"):
+        @record
+        class Order:
+            a: int = 0
+            b: int
+    with pytest.raises(ValueError):
+        field(default=1, default_factory=int)
+
+
+def test_start_up_records_are_not_dataclasses():
+    """The classes an allocate of a small file builds are records: no dataclass is made on that
+    path, so ``dataclasses`` (and ``inspect``) are not imported (tests/unit/test_startup.py)."""
+    from ptxalloc.alloc.driver import FunctionResult, Options
+    from ptxalloc.target.sm import PROFILES
+
+    assert not dataclasses.is_dataclass(FunctionResult)
+    o = Options()
+    assert replace(o, allocator="linear").allocator == "linear" and o.allocator == "briggs"
+    sm = next(iter(PROFILES.values()))
+    assert hash(sm) == hash(replace(sm)) and sm == replace(sm)
