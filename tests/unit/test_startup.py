@@ -112,3 +112,50 @@ def test_knob_table_is_built_only_for_the_help():
                            capture_output=True, text=True).stdout
     assert "RegAllocThresholdForDiscardConflicts=50 [fatpoint]" in shown
     assert "exit status: 0 success" in shown
+
+
+def test_version_imports_only_the_command_line(tmp_path):
+    """``--version`` loads the CLI module and nothing of the allocator, the parser or json."""
+    loaded = _modules_after(
+        "import contextlib, io\nfrom ptxalloc.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n        main(['--version'])\n    except SystemExit:\n        pass")
+    assert loaded <= {"ptxalloc", "ptxalloc.cli", "ptxalloc.errors"}, sorted(loaded)
+
+
+def test_allocate_of_a_small_file_imports_only_what_it_runs(tmp_path):
+    """A default ``allocate`` (briggs, the checker, no pass records but recomputation's and the
+    schedule's) imports no other allocator, no validator of a pass that did not run, no
+    report it does not write, and no dataclasses, inspect or json (issue 16: each costs
+    start-up on every small file)."""
+    out = tmp_path / "out.ptx"
+    code = ("import contextlib, io, json, sys\nbefore = set(sys.modules)\n"
+            "from ptxalloc.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    code = main(['allocate', {str(REPO / 'examples' / 'saxpy_poly.ptx')!r}, "
+            f"'-o', {str(out)!r}])\n"
+            "print(json.dumps([code, sorted(set(sys.modules) - before)]))")
+    code, loaded = json.loads(_run(code).splitlines()[-1])
+    assert code == 0 and "//@ptxalloc" in out.read_text()
+    assert {"ptxalloc.alloc.briggs", "ptxalloc.verify.checker"} <= set(loaded)
+    unwanted = {"dataclasses", "inspect", "json", "ptxalloc.alloc.fatpoint",
+                "ptxalloc.alloc.linear", "ptxalloc.alloc.optimal", "ptxalloc.verify.hoist",
+                "ptxalloc.verify.promote", "ptxalloc.verify.induction",
+                "ptxalloc.report.allocation_report", "ptxalloc.target.budget"}
+    assert not unwanted & set(loaded), sorted(unwanted & set(loaded))
+
+
+def test_pass_validators_still_run_when_their_records_are_present(tmp_path):
+    """The validators imported on demand are imported, and prove, when a header names their
+    pass (``--knob hoist=1`` on a loop with an invariant: the hoist validator replays the
+    records, in allocate's own proof and in ``verify``)."""
+    out = tmp_path / "out.ptx"
+    src = str(REPO / "tests" / "data" / "hand" / "hoist_loop.ptx")
+    code = ("import contextlib, io, json, sys\nfrom ptxalloc.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    a = main(['allocate', {src!r}, '--knob', 'hoist=1', '-o', {str(out)!r}])\n"
+            "    loaded = 'ptxalloc.verify.hoist' in sys.modules\n"
+            f"    v = main(['verify', {src!r}, {str(out)!r}])\n"
+            "print(json.dumps([a, v, loaded]))")
+    assert json.loads(_run(code).splitlines()[-1]) == [0, 0, True]
+    assert "hoist=1" in out.read_text() and "//@hoist " in out.read_text()
