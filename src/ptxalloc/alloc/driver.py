@@ -38,7 +38,7 @@ spill slots once they are laid out and add notes and fields to the report (:mod:
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..analysis import FunctionAnalysis, analyze_function, pressure_of
 from ..analysis.calls import is_call
@@ -73,7 +73,9 @@ from .compact import compact, fewest_registers, greedy_colorings, high_water
 from .convention import ConventionInfo
 from .relief import relieve, spillable, stuck_message
 from .session import Session
-from .uniform import UniformPlacement, place_uniform
+
+if TYPE_CHECKING:     # placing uniform values is imported when --uniform asks for it (issue 16)
+    from .uniform import UniformPlacement
 
 MAX_ROUNDS = 40
 SPILL_ARRAY = "__ptxalloc_spill"
@@ -289,6 +291,7 @@ def _place_uniform(work: Function, sm: SMProfile, options: Options, info: Conven
     uniform registers across calls, so a ``.func`` and a kernel with calls keep R/P only."""
     if not options.uniform or sm.sm < 75 or info.active:
         return None
+    from .uniform import place_uniform
     placed = place_uniform(work, exclude)
     result.extra["uniform_values"] = {
         "found": placed.found, "placed": len(placed.start), "of": len(work.regs),
