@@ -61,6 +61,9 @@ def record(cls=None, /, *, frozen: bool = False, slots: bool = False):
 
 
 def _make(cls, frozen: bool, slots: bool):
+    if any("_repr_fields" in vars(base) for base in cls.__mro__[1:]):
+        raise TypeError(f"{cls.__name__}: a record's fields are not inherited; write them all "
+                        f"in one class (or use a dataclass)")
     names = list(cls.__dict__.get("__annotations__", {}))
     params, body, space = [], [], {"_MISSING": _MISSING, "_set": object.__setattr__}
     shown = []

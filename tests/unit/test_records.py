@@ -111,6 +111,11 @@ def test_refused_bodies_as_dataclass():
             b: int
     with pytest.raises(ValueError):
         field(default=1, default_factory=int)
+    _, base = _PAIRS[False, False]
+    with pytest.raises(TypeError, match="not inherited"):
+        @record
+        class Derived(base):
+            z: int = 0
 
 
 def test_start_up_records_are_not_dataclasses():
