@@ -159,3 +159,33 @@ def test_pass_validators_still_run_when_their_records_are_present(tmp_path):
             "print(json.dumps([a, v, loaded]))")
     assert json.loads(_run(code).splitlines()[-1]) == [0, 0, True]
     assert "hoist=1" in out.read_text() and "//@hoist " in out.read_text()
+
+
+def test_startup_bench_times_each_tree(tmp_path):
+    """bench/startup.py runs the command from each tree in turn and prints a median per tree."""
+    env = dict(os.environ, PYTHONPATH=SRC)
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "startup.py"), "--src", SRC,
+                           "--runs", "2", "--", "--version"], env=env, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    row = [ln for ln in proc.stdout.splitlines() if SRC in ln]
+    assert len(row) == 1 and float(row[0].split("median")[1].split()[0]) > 0
+
+
+def test_allocate_bench_times_ptxas_in_cpu_seconds():
+    """bench/allocate.py's ptxas figure is the child's CPU time: positive for a file ptxas
+    compiles (of the order of its wall time), None for a file it refuses."""
+    import pytest
+
+    from ptxalloc import ptxas
+    if not ptxas.available():
+        pytest.skip("ptxas is not on the PATH")
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from common import ptxas_cpu_seconds
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    path = str(REPO / "examples" / "saxpy_poly.ptx")
+    cpu = ptxas_cpu_seconds(path, "sm_90", repeat=1)
+    assert cpu is not None and 0 < cpu < ptxas.assemble_file(path, "sm_90").seconds * 5
+    assert ptxas_cpu_seconds(str(REPO / "README.md"), "sm_90", repeat=1) is None
