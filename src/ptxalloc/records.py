@@ -110,20 +110,25 @@ def _make(cls, frozen: bool, slots: bool):
     exec(source, space)
     init = space["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = init
     cls._fields = tuple(names)
     cls._repr_fields = tuple(shown)
-    cls.__repr__ = _repr
-    cls.__eq__ = _eq
+    # as dataclasses do, a method the class body writes itself is kept
+    own = set(cls.__dict__)
+    for name, method in (("__init__", init), ("__repr__", _repr), ("__eq__", _eq)):
+        if name not in own:
+            setattr(cls, name, method)
     if frozen:
         cls.__setattr__ = _frozen_setattr
         cls.__delattr__ = _frozen_delattr
-        cls.__hash__ = _hash
         if slots:   # pickle and copy would restore the fields through __setattr__
             cls.__getstate__ = _fields_state
             cls.__setstate__ = _set_fields_state
-    else:
-        cls.__hash__ = None         # compared by value and mutable: unhashable, as a dataclass
+    # a __hash__ of the body is kept, but not the None Python puts there beside an own __eq__
+    explicit_hash = "__hash__" in own and not (cls.__dict__["__hash__"] is None
+                                               and "__eq__" in own)
+    if not explicit_hash:
+        # frozen: hashed by fields; else compared by value and mutable: unhashable
+        cls.__hash__ = _hash if frozen else None
     return cls
 
 

@@ -99,6 +99,22 @@ def test_defaults_are_per_instance_and_class_attributes_as_dataclass():
         replace(R(1), z=3)                      # no such field
 
 
+def test_methods_the_body_writes_are_kept():
+    @record(frozen=True)
+    class Named:
+        name: str
+        size: int = 0
+
+        def __repr__(self) -> str:
+            return f"<{self.name}>"
+
+        def __hash__(self) -> int:
+            return 7
+
+    assert repr(Named("a")) == "<a>" and hash(Named("a", 3)) == 7
+    assert Named("a", 1) == Named("a", 1) != Named("a", 2)
+
+
 def test_refused_bodies_as_dataclass():
     with pytest.raises(ValueError, match="mutable default"):
         @record
