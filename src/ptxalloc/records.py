@@ -1,5 +1,6 @@
 """Record classes for the modules every ``allocate`` imports, without :mod:`dataclasses`
-(issue 16: start-up; SPEC section 1, the architecture's cost of a small file).
+(issue 16, speed as a user sees it: the start-up of a small file; no seed section, SPEC
+section 1 only asks for a Python program).
 
 ``@record`` reads a class body as ``@dataclass`` does — annotated fields, defaults,
 :func:`field` with ``default_factory`` or ``repr=False`` — and gives the class the same
@@ -12,9 +13,9 @@ hence :mod:`ast`, :mod:`dis`, :mod:`tokenize`), and each ``@dataclass`` another 
 it compiles ``__init__``, ``__repr__``, ``__eq__`` (and, frozen, ``__setattr__``,
 ``__delattr__``, ``__hash__``) from source: 9 ms for the 23 classes a small-file ``allocate``
 imported (measured: docs/decisions.md, "Start-up of a small file"). ``@record`` compiles
-``__init__`` alone (a class is built as often as it is constructed, so it must be as fast as the
-dataclass one); equality, hash, repr and frozenness are shared functions reading the class's
-``_fields``. Nothing else of dataclasses is offered (no ``__post_init__``, ``ClassVar``,
+``__init__`` alone (it runs at every construction, so it is the same generated code a dataclass
+has); equality, hash, repr and frozenness are shared functions reading the class's
+``_fields``; methods the class body writes itself are kept, as dataclasses keep them. Nothing else of dataclasses is offered (no ``__post_init__``, ``ClassVar``,
 ``kw_only``, ordering, inheritance of fields): a class that needs them stays a dataclass.
 """
 
