@@ -230,6 +230,13 @@ def main(argv=None) -> int:
     if corpus_ratios:
         med = quantile(corpus_ratios, 0.5)
         print(f"  allocate median over the corpus <= 1.0x: {med:.2f}x  {verdict(med <= 1.0)}")
+        small = [r for r in rows if r["source"] != "triton" and "allocate_ratio" in r
+                 and r["ptxas"] < 0.05]
+        if small:
+            print(f"    (start-up: the {len(small)} corpus files where ptxas takes under 50 ms, "
+                  f"median {1000 * quantile([r['allocate'] for r in small], 0.5):.1f} ms "
+                  f"against ptxas's {1000 * quantile([r['ptxas'] for r in small], 0.5):.1f} ms; "
+                  f"the interpreter alone {1000 * floor['python -c pass']:.1f} ms)")
     for r in rows:
         if Path(r["file"]).name in ANALYZE_GOAL_FILES and "analyze_ratio" in r:
             print(f"  analyze <= 0.5x ptxas on {Path(r['file']).name[:30]}: "
