@@ -145,8 +145,6 @@ class RegFile:
         return True
 
 
-@lru_cache(maxsize=None)
-@lru_cache(maxsize=None)     # a handful of shape pairs, asked in the allocators' hot loops
 def blocked_starts(forbidden: int, units: int) -> int:
     """The start units from which ``units`` consecutive units meet ``forbidden``: the OR of
     ``forbidden >> j`` for j < units, in log2(units) shifts."""
@@ -159,6 +157,7 @@ def blocked_starts(forbidden: int, units: int) -> int:
     return blocked
 
 
+@lru_cache(maxsize=None)     # a handful of shape pairs, asked in the allocators' hot loops
 def blocking_weight(node: Shape, neighbour: Shape) -> int:
     """How many placements of ``node`` one placement of ``neighbour`` can block at most: the
     weight of that neighbour in ``node``'s degree (Smith, Ramsey and Holloway, "A generalized
