@@ -10,6 +10,12 @@ and fatpoint) and each budget in 15, 64 and 255 it runs the command
 ``cli.main``) and keeps the PTX, the report (wall-clock times removed) and the exit status and
 message. ``compare`` runs the same again into a scratch directory and lists every output that
 differs byte for byte; it exits 1 when any does. The snapshot itself is not part of the repo.
+
+``--large`` (issue 16's speed work) takes the large files instead — renderer.ptx,
+convolutionTexture.ptx, thrust's histogram.ptx, matrix_free, tests/data/triton/attn_bwd_d64.ptx —
+and 24 more corpus files (an even sample of each source: gpuocelot and zluda 8 each, the small
+sources 2 each), each run three ways: the default (briggs, ptxas's limit),
+``--allocator fatpoint`` and ``--registers 32``.
 """
 
 from __future__ import annotations
@@ -26,6 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, corpus_root  # noqa: E402
 
 BUDGETS = (15, 64, 255)
+LARGE_FILES = ("gpuocelot/tests/ptx/unstructured/renderer.ptx",
+               "gpuocelot/tests/ptx/sdk2.2/convolutionTexture.ptx",
+               "gpuocelot/tests/ptx/thrust/histogram.ptx",
+               "ptx90parser/tests/sample/matrix_free_device_matrix_vector_01.1.sm_80.ptx")
+LARGE_RUNS = {"default": [], "fatpoint": ["--allocator", "fatpoint"],
+              "k32": ["--registers", "32"]}
 
 
 def inputs() -> list[Path]:
@@ -37,6 +49,23 @@ def inputs() -> list[Path]:
         corpus = sorted(p for p in root.rglob("*.ptx") if p.stat().st_size < 300_000)
         files += corpus[::10]
     return files
+
+
+def large_inputs() -> list[Path]:
+    files = [REPO / "tests" / "data" / "triton" / "attn_bwd_d64.ptx"]
+    root = corpus_root()
+    if root is not None:
+        files += [root / f for f in LARGE_FILES]
+        for source in sorted(p for p in root.iterdir() if p.is_dir()):
+            found = sorted(p for p in source.rglob("*.ptx") if p not in files)
+            take = 8 if len(found) > 100 else 2
+            files += found[::max(1, len(found) // take)][:take]
+    return files
+
+
+def small_runs(allocators: list[str]) -> dict[str, list[str]]:
+    return {f"{a}.{k}": ["--registers", str(k), "--allocator", a]
+            for a in allocators for k in BUDGETS}
 
 
 def _untimed(value):
@@ -57,25 +86,24 @@ def _stem(path: Path) -> str:
     return str(rel).replace("/", "__")
 
 
-def run_all(out: Path, allocators: list[str]) -> None:
+def run_all(out: Path, files: list[Path], runs: dict[str, list[str]]) -> None:
     from ptxalloc import cli
 
     out.mkdir(parents=True, exist_ok=True)
-    for f in inputs():
-        for alloc in allocators:
-            for k in BUDGETS:
-                base = out / f"{_stem(f)}.{alloc}.{k}"
-                ptx, rep = base.with_suffix(base.suffix + ".ptx"), base.with_suffix(
-                    base.suffix + ".json")
-                err = io.StringIO()
-                with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-                    rc = cli.main(["allocate", str(f), "--registers", str(k), "--allocator",
-                                   alloc, "-o", str(ptx), "--json", str(rep)])
-                if rep.exists():
-                    rep.write_text(json.dumps(_untimed(json.loads(rep.read_text())),
-                                              indent=1, sort_keys=True) + "\n")
-                base.with_suffix(base.suffix + ".status").write_text(
-                    f"{rc}\n{err.getvalue()}")
+    for f in files:
+        for run, flags in runs.items():
+            base = out / f"{_stem(f)}.{run}"
+            ptx, rep = base.with_suffix(base.suffix + ".ptx"), base.with_suffix(
+                base.suffix + ".json")
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                rc = cli.main(["allocate", str(f), *flags,
+                               "-o", str(ptx), "--json", str(rep)])
+            if rep.exists():
+                rep.write_text(json.dumps(_untimed(json.loads(rep.read_text())),
+                                          indent=1, sort_keys=True) + "\n")
+            base.with_suffix(base.suffix + ".status").write_text(
+                f"{rc}\n{err.getvalue()}")
         print(f"{f.name}", flush=True)
 
 
@@ -94,13 +122,18 @@ def main() -> int:
     ap.add_argument("mode", choices=["record", "compare"])
     ap.add_argument("snapshot", type=Path)
     ap.add_argument("--allocators", default="briggs,fatpoint")
+    ap.add_argument("--large", action="store_true",
+                    help="the large files and every 20th corpus file, three runs each")
     args = ap.parse_args()
-    allocators = args.allocators.split(",")
+    if args.large:
+        files, runs = large_inputs(), LARGE_RUNS
+    else:
+        files, runs = inputs(), small_runs(args.allocators.split(","))
     if args.mode == "record":
-        run_all(args.snapshot, allocators)
+        run_all(args.snapshot, files, runs)
         return 0
     with tempfile.TemporaryDirectory(prefix="same-alloc-") as tmp:
-        run_all(Path(tmp), allocators)
+        run_all(Path(tmp), files, runs)
         diffs = compare(args.snapshot, Path(tmp))
     for d in diffs:
         print(f"DIFFERS: {d}")

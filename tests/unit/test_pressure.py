@@ -303,3 +303,30 @@ def test_tuple_groups_of_vector_memory_operands():
                 "\tst.global.v2.u16 [%rd1], {%rs1, %rs2};\n\tret;\n")
     (g,) = x.tuples.groups
     assert g.units == 2 and str(g.shape) == "GPR32"      # two halves of one register
+
+
+def test_pressure_of_remembers_an_unchanged_function_and_only_that():
+    """pressure_of answers the same function again from memory (issue 16: the pre-passes and
+    the report ask it twice), but a function whose statements or registers changed since, or
+    a copy of it, gets a pressure of its own, and the remembered answer equals a fresh one."""
+    from ptxalloc.analysis import pressure_of
+    from ptxalloc.ir.instruction import Instruction
+    fn = of_text("\tadd.s32 %r2, %r1, 1;\n"
+                 "\tmul.lo.s32 %r3, %r2, %r1;\n"
+                 "\tst.global.u32 [%rd1], %r3;\n"
+                 "\tret;\n").fn
+    first = pressure_of(fn)
+    assert pressure_of(fn) is first
+    fresh = Pressure(CFG(fn), Liveness(CFG(fn)), find_tuples(fn, CFG(fn).instrs))
+    assert (fresh.max_live, fresh.max_preds, fresh.gpr) == (first.max_live, first.max_preds,
+                                                            first.gpr)
+    assert pressure_of(fn.copy()) is not first
+    # a statement replaced in place: the body list is the same object, its contents are not
+    k = next(i for i, s in enumerate(fn.body) if type(s) is Instruction
+             and s.opcode.startswith("mul"))
+    fn.body[k] = fn.body[k].copy_with(list(fn.body[k].ops))
+    again = pressure_of(fn)
+    assert again is not first and again.max_live == first.max_live
+    # a statement left out: the pressure follows
+    del fn.body[k]
+    assert pressure_of(fn) is not again

@@ -250,3 +250,20 @@ def test_occupancy_never_rises_with_registers():
 ])
 def test_block_size(directives, expect):
     assert block_size(directives) == expect
+
+
+@pytest.mark.parametrize("k, reserved", [(15, 0), (64, 0), (255, 0), (40, 0b11 << 62)])
+@pytest.mark.parametrize("shape", [H16, GPR32, GPR64, B128, tuple_shape(6, 2), PRED1])
+def test_free_starts_are_the_placements_that_avoid_the_forbidden_units(k, reserved, shape):
+    """RegFile.free_starts (Briggs's select, issue 16) is the walk over placements it replaced:
+    the starts whose masks take none of the forbidden units, for forbidden sets of every kind."""
+    import random
+    rf = RegFile(k, reserved=reserved)
+    rng = random.Random(k * 31 + shape.units)
+    size = 2 * k + 8
+    cases = [0, (1 << size) - 1, 0b1, 0b10, 0b1100] + [rng.getrandbits(size) & rng.getrandbits(size)
+                                                      for _ in range(50)]
+    for forbidden in cases:
+        walk = [s for s, mask in rf.placements(shape) if not mask & forbidden]
+        free = rf.free_starts(shape, forbidden)
+        assert [s for s in range(size) if free >> s & 1] == walk

@@ -162,13 +162,18 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
         want = p.prefer.get(n)
         banks = _partner_banks(p, n, start, bank_adj) if banked else None
         first_free = first_wanted = choice = None
-        for s, mask in regfile.placements(shape[n]):
-            if mask & forbidden:
-                continue
+        sh = shape[n]
+        free = regfile.free_starts(sh, forbidden)     # the placements free here, lowest first
+        while free:
+            low = free & -free
+            free ^= low
+            s = low.bit_length() - 1
             if first_free is None:
                 first_free = s
-            if want and mask & want != mask:
-                continue
+            if want:
+                mask = sh.mask(s)
+                if mask & want != mask:
+                    continue
             if first_wanted is None:
                 first_wanted = s
             if not banks or (s // 2) % BANKS not in banks:

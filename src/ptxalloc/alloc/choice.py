@@ -40,20 +40,26 @@ def evict(p: Problem, coloring: Coloring) -> Coloring:
     if not coloring.spilled:
         return coloring
     matrix = UnitMatrix.for_problem(p, {**p.precolored, **coloring.start})
-    precolored = p.precolored
+    precolored = 0
+    for m in p.precolored:
+        precolored |= 1 << m
     spilled = list(coloring.spilled)
     for n in sorted(coloring.spilled, key=lambda n: (-p.cost[n], n)):
         best = None
-        for s, _ in p.regfile.placements(p.shape[n]):
-            occupants = list(bits(matrix.conflicts(n, s)))
-            if any(m in precolored for m in occupants):
+        cost_of: dict[int, float] = {}      # occupants (a bitset) -> their cost: placements
+        for s, _ in p.regfile.placements(p.shape[n]):      # over one wide value share them
+            occupants = matrix.conflicts(n, s)
+            if occupants & precolored:
                 continue
-            c = spill_cost(p, occupants)
+            c = cost_of.get(occupants)
+            if c is None:
+                c = cost_of[occupants] = spill_cost(p, bits(occupants))
             if c < p.cost[n] and (best is None or c < best[0]):
                 best = (c, s, occupants)
         if best is None:
             continue
         _, s, occupants = best
+        occupants = bits(occupants)
         for m in occupants:
             matrix.unassign(m)
         matrix.assign(n, s)

@@ -24,6 +24,7 @@ from functools import reduce
 from operator import itemgetter, or_
 
 from ..target.units import GPR
+from ..target.units import blocked_starts as _blocked_starts
 from ..util import bits
 from .api import Coloring, Problem
 
@@ -126,18 +127,6 @@ def _start_mask(placements) -> int:
     for s, _ in placements:
         m |= 1 << s
     return m
-
-
-def _blocked_starts(forbidden: int, units: int) -> int:
-    """The start units from which ``units`` consecutive units meet ``forbidden``: the OR of
-    ``forbidden >> j`` for j < units, in log2(units) shifts."""
-    blocked = forbidden
-    covered = 1
-    while covered < units:
-        step = min(covered, units - covered)
-        blocked |= blocked >> step
-        covered += step
-    return blocked
 
 
 _QUAD_STARTS = int("0001" * 512, 2)       # every fourth unit: the first unit of each pair

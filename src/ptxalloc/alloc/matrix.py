@@ -17,6 +17,9 @@ Not to be confused with :mod:`ptxalloc.target.occupancy`, the hardware's warps p
 
 from __future__ import annotations
 
+from functools import reduce
+from operator import or_
+
 from ..util import bits
 
 
@@ -78,11 +81,7 @@ class UnitMatrix:
 
     def forbidden(self, n: int) -> int:
         """The units held by assigned nodes that interfere with ``n``."""
-        held = self.held
-        f = 0
-        for m in bits(self.adj[n] & self.assigned):
-            f |= held[m]
-        return f
+        return reduce(or_, map(self.held.__getitem__, bits(self.adj[n] & self.assigned)), 0)
 
     def conflicts(self, n: int, s: int, units: int | None = None) -> int:
         """The bitset of assigned nodes interfering with ``n`` on the units a placement of

@@ -6,6 +6,8 @@ and the ``analyze`` command both start from it.
 
 from __future__ import annotations
 
+from operator import is_
+
 from ..ir.cfg import CFG
 from ..ir.module import Function
 from ..target.occupancy import block_size
@@ -110,10 +112,37 @@ def analyze_function(fn: Function, sm: SMProfile, remat: dict[int, float] | None
 def pressure_of(fn: Function, exclude: int = 0) -> Pressure:
     """The register pressure of ``fn`` as it stands (no interference graph, no costs): what
     ``analyze`` reports as MaxLive, and what ``--registers auto`` starts from; the registers
-    of the bitset ``exclude`` (those in the uniform files) are counted in neither R nor P."""
+    of the bitset ``exclude`` (those in the uniform files) are counted in neither R nor P.
+    Asked again of the same, unchanged function (:func:`remember_pressure`), the answer is
+    the one found before."""
+    key = (id(fn), exclude)
+    got = _pressures.get(key)
+    if got is not None:
+        known, body, nregs, pressure = got
+        if known is fn and nregs == len(fn.regs) and len(body) == len(fn.body) and \
+                all(map(is_, body, fn.body)):
+            return pressure
     cfg = CFG(fn)
-    return Pressure(cfg, Liveness(cfg), find_tuples(fn, cfg.instrs), exclude)
+    pressure = Pressure(cfg, Liveness(cfg), find_tuples(fn, cfg.instrs), exclude)
+    remember_pressure(fn, pressure, exclude)
+    return pressure
 
 
-__all__ = ["FunctionAnalysis", "analyze_function", "pressure_of", "CFG", "Liveness",
-           "InterferenceGraph", "Pressure", "find_tuples", "spill_costs"]
+_pressures: dict = {}       # (id(fn), exclude) -> (fn, its body's statements, registers, Pressure)
+PRESSURES_REMEMBERED = 8
+
+
+def remember_pressure(fn: Function, pressure: Pressure, exclude: int = 0) -> None:
+    """Keep ``pressure`` (of ``fn`` as it stands now) for :func:`pressure_of`. The pre-passes
+    and the driver ask the pressure of one function several times — the recomputation's
+    result again in the schedule, the function as written again for the report (issue 16:
+    a fifth of the pressure walks on renderer.ptx) — while a pass that changes a function
+    makes a new one, or new statements: the entry is used only while the function holds the
+    very same statements and registers. A statement is never changed in place (``copy_with``)."""
+    if len(_pressures) >= PRESSURES_REMEMBERED:
+        del _pressures[next(iter(_pressures))]
+    _pressures[(id(fn), exclude)] = (fn, tuple(fn.body), len(fn.regs), pressure)
+
+
+__all__ = ["FunctionAnalysis", "analyze_function", "pressure_of", "remember_pressure", "CFG",
+           "Liveness", "InterferenceGraph", "Pressure", "find_tuples", "spill_costs"]

@@ -151,7 +151,7 @@ def recompute_choices(fn: Function, chains: bool = True) -> list[Recomputed | No
     their 32-bit operands. Which one needs fewer registers can depend on what follows (the
     schedule sinks loads to the ``setp`` they feed only when the ``setp`` stays where it is):
     :func:`ptxalloc.pipeline.pre_passes` chooses after scheduling each."""
-    from ..analysis import pressure_of
+    from ..analysis import pressure_of, remember_pressure
     from ..analysis.pressure import Pressure
     from ..analysis.tuples import find_tuples
     with gc_paused():
@@ -159,6 +159,7 @@ def recompute_choices(fn: Function, chains: bool = True) -> list[Recomputed | No
         if made.liveness is not None:
             # MaxLive before: the plan's CFG and liveness are those of ``fn`` (pressure_of's)
             old_p = Pressure(made.cfg, made.liveness, find_tuples(fn, made.cfg.instrs))
+            remember_pressure(fn, old_p)
         else:
             old_p = pressure_of(fn)
         before = (old_p.max_live, old_p.max_preds)

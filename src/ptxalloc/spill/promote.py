@@ -22,6 +22,9 @@ registers up to the budget, and reports the registers so used.
 
 from __future__ import annotations
 
+from functools import reduce
+from operator import or_
+
 from ..analysis.liveness import Liveness
 from ..ir import build
 from ..ir.cfg import CFG
@@ -104,16 +107,18 @@ def busy_units(cfg: CFG, start: dict[int, int], shapes: dict[int, Shape],
                 clobbers: dict[int, int]) -> list[int]:
     """Per instruction id, the general-register units occupied there: by the registers live
     after it, those it defines, and what a call destroys."""
-    mask_of = {v: shapes[v].mask(s) for v, s in start.items() if shapes[v].file == GPR}
+    mask_of = [0] * len(cfg.fn.regs)       # register -> its units (0: none, or a predicate)
+    for v, s in start.items():
+        if shapes[v].file == GPR:
+            mask_of[v] = shapes[v].mask(s)
+    units_of = mask_of.__getitem__
     liveness = Liveness(cfg)
     busy = [0] * len(cfg.instrs)
     for b in cfg.blocks:
         for k, (ins, live) in enumerate(zip(b.instrs, liveness.live_after(b.id))):
-            units = clobbers.get(id(ins), 0)
-            for v in bits(live):
-                units |= mask_of.get(v, 0)
+            units = reduce(or_, map(units_of, bits(live)), clobbers.get(id(ins), 0))
             for d in ins.defs:
-                units |= mask_of.get(d, 0)
+                units |= mask_of[d]
             busy[b.first + k] = units
     return busy
 

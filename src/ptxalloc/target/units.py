@@ -93,6 +93,7 @@ class RegFile:
         self.reserved = reserved            # GPR units never allocated (R31, ...)
         self._placements: dict[Shape, list[tuple[int, int]]] = {}
         self._fits: dict[tuple[Shape, ...], bool] = {}
+        self._starts: dict[Shape, int] = {}
 
     def size(self, shape: Shape) -> int:
         return 2 * self.k if shape.file == GPR else self.pred_regs
@@ -110,6 +111,18 @@ class RegFile:
 
     def count(self, shape: Shape) -> int:
         return len(self.placements(shape))
+
+    def free_starts(self, shape: Shape, forbidden: int) -> int:
+        """The bitset of the start units of the placements of ``shape`` that take none of the
+        ``forbidden`` units: :meth:`placements` filtered in a few int operations instead of a
+        walk (Briggs's select on a Triton kernel at K = 255 walked up to 255 per value)."""
+        starts = self._starts.get(shape)
+        if starts is None:
+            starts = 0
+            for s, _ in self.placements(shape):
+                starts |= 1 << s
+            self._starts[shape] = starts
+        return starts & ~blocked_starts(forbidden, shape.units)
 
     def fits(self, shapes: list[Shape]) -> bool:
         """Whether ``shapes`` fit side by side in the file (first fit, largest first); the
@@ -132,7 +145,18 @@ class RegFile:
         return True
 
 
-@lru_cache(maxsize=None)
+def blocked_starts(forbidden: int, units: int) -> int:
+    """The start units from which ``units`` consecutive units meet ``forbidden``: the OR of
+    ``forbidden >> j`` for j < units, in log2(units) shifts."""
+    blocked = forbidden
+    covered = 1
+    while covered < units:
+        step = min(covered, units - covered)
+        blocked |= blocked >> step
+        covered += step
+    return blocked
+
+
 @lru_cache(maxsize=None)     # a handful of shape pairs, asked in the allocators' hot loops
 def blocking_weight(node: Shape, neighbour: Shape) -> int:
     """How many placements of ``node`` one placement of ``neighbour`` can block at most: the

@@ -285,8 +285,9 @@ def _prove_substitutions(rewritten: Function, combined: list, checks, where) -> 
     # per block, the instructions ``step`` changes a state at: those defining a tracked
     # register or one a tracked expression reads (the others leave every state as it is)
     touched = wanted | readers.keys()
+    apart = touched.isdisjoint
     acting = [[(ins, exprs[b.first + k]) for k, ins in enumerate(b.instrs)
-               if any(d in touched for d in ins.defs)] for b in blocks]
+               if ins.defs and not apart(ins.defs)] for b in blocks]
     state_in: list[dict | None] = [None] * n
     state_out: list[dict | None] = [None] * n
     state_in[0] = {}
@@ -303,7 +304,7 @@ def _prove_substitutions(rewritten: Function, combined: list, checks, where) -> 
                         continue            # not yet reached: the top of the lattice
                     if merged is None:
                         merged = dict(out)
-                    else:
+                    elif merged != out:        # (equal states, the usual case, meet as they are)
                         merged = {x: h for x, h in merged.items() if out.get(x) == h}
                 state_in[bid] = merged if merged is not None else None
             st = state_in[bid]
