@@ -20,6 +20,11 @@ CASES = [
     ("gpuocelot/tests/ptx/sdk2.2/convolutionTexture.ptx", "_Z14convolutionRowILi4EEfff", 24, 10),
     ("gpuocelot/tests/ptx/sdk2.2/convolutionTexture.ptx", "_Z14convolutionRowILi2EEfff", 16, 8),
     ("gpuocelot/tests/ptx/sdk2.2/SobelFilter_kernels.ptx", "_Z14SobelCopyImagePhjiif", 14, 11),
+    # issue 13, the squeaky wheel: a double reduction whose sum is assigned on two paths (the
+    # search gave up after its steps; MaxLive 11)
+    ("gpuocelot/tests/ptx/sdk2.2/reduction_kernel.ptx", "_Z17reduce4_SMVERSIONIdLj512EEvPT_S1_j",
+     12, 11),
+    ("gpuocelot/tests/ptx/sdk2.2/matrixMul.ptx", "_Z9matrixMulPfS_S_ii", 22, 21),
 ]
 
 
