@@ -1,4 +1,4 @@
-"""Compaction's squeaky wheel (issue 13; docs/decisions.md "Compaction: squeaky wheel"): the
+"""Compaction's squeaky wheel (issue 13; docs/decisions.md "Registers = MaxLive at K = 255"): the
 program-order greedy below a register limit, a node that finds no placement moved to the front
 of the order and the order colored again. On straight-line code mixing 32- and 64-bit values
 the program order alone fragments the aligned pairs and ends a register above MaxLive; the
@@ -131,7 +131,8 @@ def straight_line(draw) -> str:
         if op == 0 or len(live) < 2:
             wide = draw(st.booleans())
             x = new("rd" if wide else "r")
-            body.append(f"\tld.shared.u{64 if wide else 32} {x}, [sh+{8 * draw(st.integers(0, 7))}];")
+            offset = 8 * draw(st.integers(0, 7))
+            body.append(f"\tld.shared.u{64 if wide else 32} {x}, [sh+{offset}];")
             live.append(x)
         elif op == 1:
             wide = draw(st.booleans())

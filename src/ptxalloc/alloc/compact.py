@@ -7,7 +7,10 @@ interference graph greedily in program order — each node, in the order its fir
 appears in the blocks' reverse post-order, takes the lowest free placement of its shape — and
 keeps the result only if it uses fewer registers and still fits the budget. For code in SSA form
 (most of what nvcc and Triton emit) the program order is a perfect elimination order of the
-chordal interference graph, so with 32-bit values this reaches MaxLive. Above it, a bounded
+chordal interference graph, so with 32-bit values this reaches MaxLive. Above it, the squeaky
+wheel (:func:`squeaky_wheel`) colors in program order below the bound again and again, each
+node that found no room moved to the front (registers defined twice, aligned pairs and groups
+fragmented by the narrow values before them), then a bounded
 backtracking search tries one register fewer at a time; a greedy clique bounds it from below
 (:func:`clique_registers`: a count at the bound needs no search, and a graph whose clique needs
 more than a rival coloring uses is not searched), and a search asked again with the same
@@ -374,7 +377,7 @@ def squeaky_wheel(p: Problem, registers: int,
     MaxLive on real code is the few nodes it reaches too late — a register defined twice (a
     variable of the source assigned on two paths), a 64-bit pair or a tuple whose aligned
     placement the narrow values around it have already fragmented. Placing those first lets
-    the rest fill around them (docs/decisions.md, "Compaction: squeaky wheel")."""
+    the rest fill around them (docs/decisions.md, "Registers = MaxLive at K = 255")."""
     order = _program_order(p)
     if not order:
         return None
@@ -403,8 +406,8 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
     ``colorings`` the caller already made of ``p``) and the one using fewest registers wins.
     If that is still above ``lower_bound`` (MaxLive), the squeaky wheel (:func:`squeaky_wheel`,
     cheap) tries the lower bound, then one register fewer, and a bounded backtracking search
-    over the same program order tries each register count from the lower bound up. ``coloring.optimal``
-    records whether the final count is proven minimal for this interference graph: it equals
+    over the same program order tries each register count from the lower bound up.
+    ``coloring.optimal`` records whether the final count is proven minimal for this interference graph: it equals
     the lower bound or a clique's (:func:`clique_registers`), or the search showed every
     smaller count impossible (alignment can make MaxLive unreachable). ``penalty(start)`` (the
     number of values a coloring must save around calls) may not grow. With ``to_beat`` =
