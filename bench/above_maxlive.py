@@ -9,6 +9,9 @@ For each allocator, every function ptxas reports whose registers at K = 255 exce
 legalization) is passed through the pipeline's passes again (``pipeline.pre_passes``, the
 knobs of the run) and put in the first group that fits:
 
+* calling convention: a ``.func`` or a function that makes calls; values live across a call
+  sit in callee-saved R24-R30 so that no save surrounds the call (seed 003), which puts the
+  count at 25 or more whatever MaxLive is;
 * predicates beyond P0-P6: more predicates live at once than the file holds, so some spill
   into general registers, which MaxLive (counted per file) does not include;
 * vector or tuple operands: the function has register groups that need aligned consecutive
@@ -26,6 +29,7 @@ import sys
 
 from ptxalloc.alloc.driver import Options
 from ptxalloc.analysis import pressure_of
+from ptxalloc.analysis.calls import is_call
 from ptxalloc.analysis.tuples import find_tuples
 from ptxalloc.ir.cfg import CFG
 from ptxalloc.pipeline import pre_passes
@@ -35,6 +39,8 @@ from ptxalloc.target.units import PRED_REGS
 
 def cause(fn, allocator: str, knobs: dict) -> str:
     work, _ = pre_passes(fn, Options(allocator=allocator, knobs=dict(knobs)))
+    if fn.kind == "func" or any(is_call(ins) for ins in work.instructions()):
+        return "calling convention"
     if pressure_of(work).max_preds > PRED_REGS:
         return "predicates beyond P0-P6"
     if find_tuples(work, CFG(work).instrs).groups:

@@ -20,6 +20,14 @@ CASES = [
     ("gpuocelot/tests/ptx/sdk2.2/convolutionTexture.ptx", "_Z14convolutionRowILi4EEfff", 24, 10),
     ("gpuocelot/tests/ptx/sdk2.2/convolutionTexture.ptx", "_Z14convolutionRowILi2EEfff", 16, 8),
     ("gpuocelot/tests/ptx/sdk2.2/SobelFilter_kernels.ptx", "_Z14SobelCopyImagePhjiif", 14, 11),
+    # issue 13, the squeaky wheel: a double reduction whose sum is assigned on two paths (the
+    # search gave up after its steps; MaxLive 11)
+    ("gpuocelot/tests/ptx/sdk2.2/reduction_kernel.ptx", "_Z17reduce4_SMVERSIONIdLj512EEvPT_S1_j",
+     12, 11),
+    # the thrust ScanScatter kernels: a 4-aligned group among 32-bit values (MaxLive 34)
+    ("gpuocelot/tests/ptx/thrust/histogram.ptx",
+     "_ZN6thrust6detail7backend4cuda6detail11b40c_thrust17ScanScatterDigitsIjNS4_12KeysOnlyTypeELi3"
+     "ELi4ELi12ENS4_10NopFunctorIjEES8_EEvPbPiPT_SC_PT0_SE_NS4_16CtaDecompositionE", 35, 34),
 ]
 
 
