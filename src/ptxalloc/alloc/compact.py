@@ -397,8 +397,9 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
     cheap) tries the lower bound, then one register fewer, and a bounded backtracking search
     over the same program order tries each register count from the lower bound up.
     ``coloring.optimal`` records whether the final count is proven minimal for this interference graph: it equals
-    the lower bound or a clique's (:func:`clique_registers`), or the search showed every
-    smaller count impossible (alignment can make MaxLive unreachable). ``penalty(start)`` (the
+    a clique's registers (:func:`clique_registers`), or the search showed every smaller count
+    impossible (alignment can make MaxLive unreachable). Reaching MaxLive alone proves nothing
+    for the graph: values a copy joins need not interfere, so a coloring can use fewer. ``penalty(start)`` (the
     number of values a coloring must save around calls) may not grow. With ``to_beat`` =
     (registers, penalty) the coloring is built afresh and kept only if it beats those figures.
 
@@ -434,7 +435,13 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
                 if start is not None and acceptable(start) and high_water(p, start) < best:
                     best, found = high_water(p, start), start
                     break
-    proven = best <= lower_bound or best <= clique
+    if not clique:
+        clique = clique_registers(p)
+    # MaxLive bounds the registers of the code's live values, not of this graph's colorings: a
+    # copy's source and destination live at once hold one value and need not interfere, so a
+    # coloring may use fewer (30 against MaxLive 31 on particleSystem's
+    # RadixAddOffsetsAndShuffle). Only a clique, or the search, proves a count minimal.
+    proven = best <= clique
     nodes = sum(1 for n in p.members if n not in p.precolored)
     if not proven and nodes <= SEARCH_MAX_NODES:
         if rival is not None:
@@ -456,7 +463,7 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
                 if hw >= best:
                     break                          # no progress (precolored nodes sit higher)
                 best, found = hw, start
-            proven = proven or best <= max(lower_bound, clique)
+            proven = proven or best <= clique
     coloring.optimal = proven
     if found is None:
         return False
