@@ -2,7 +2,8 @@
 Interaction"): what the pass does on hand-written PTX (loads interleaved with their uses, a
 barrier never crossed, loads passing loads but no store, ``wmma`` fragments loaded after the
 ``wmma.mma`` that frees one), its translation validator refuting wrong schedules (RAW, WAR,
-WAW, guards, memory order, barriers, carry chain, malformed lines), and the whole chain — schedule, allocate, ``verify ORIGINAL ALLOCATED`` — proven and assembled."""
+WAW, guards, memory order, barriers, carry chain, malformed lines), and the whole chain —
+schedule, allocate, ``verify ORIGINAL ALLOCATED`` — proven and assembled."""
 
 from __future__ import annotations
 

@@ -22,10 +22,10 @@ placement makes ready a predecessor that ends a value (one step of lookahead: of
 load lands right after the ``wmma.mma`` that frees the previous fragment), and on a tie the one
 latest in the original order, so that where nothing is gained the order stays as written.
 Loads therefore sink to just before their first use (past other loads, never across a store),
-and an address computed from live operands moves next to the access that reads it. The new order is kept only when the
-segment's peak pressure (general registers and predicates, counted as :mod:`analysis.pressure`
-counts them, and at equal peaks the sum over its instructions) is lower; otherwise the segment
-stays as written. So the pass never raises MaxLive.
+and an address computed from live operands moves next to the access that reads it. The new
+order is kept only when the segment's peak pressure (general registers and predicates, counted
+as :mod:`analysis.pressure` counts them, and at equal peaks the sum over its instructions) is
+lower; otherwise the segment stays as written. So the pass never raises MaxLive.
 
 The result is a permutation of the original instructions; :mod:`ptxalloc.verify.schedule`
 validates it independently (and the allocation checker then proves the allocation against the
