@@ -65,3 +65,28 @@ def test_scheduled_allocation_proven_from_the_original_and_assembles(entry, allo
     res = allocate_module(module, k, allocator, options=options)
     assert {f.verified for f in res.functions} == {True}
     assert_chain_proven_and_assembles(module, res, entry["ptxas_arch"])
+
+
+def test_wmma_gemm_fragments_interleaved_proven_and_assembled():
+    """nvcc's ``wmma_gemm`` (mykernels_sm90.ptx) loads the four fragments of each k-step before
+    its four ``wmma.mma``; scheduled, the last B fragment is loaded after the ``wmma.mma`` that
+    frees the first, three fragments live instead of four: MaxLive 76 -> 68 after the default
+    pre-passes. The allocations at K = 64 and 255 are proven from the original file and
+    assemble."""
+    from conftest import manifest
+    from ptxalloc.analysis import pressure_of
+    from ptxalloc.pipeline import pre_passes
+    entry = next((f for f in manifest() if f["path"] == "nvcc/mykernels_sm90.ptx"), None)
+    if corpus_root() is None or entry is None:
+        pytest.skip("../shared/corpus is absent")
+    module = parse_file(str(corpus_root() / entry["path"]))
+    fn = next(f for f in module.functions if f.name == "wmma_gemm")
+    plain, _ = pre_passes(fn, Options(knobs={"schedule": 0}))
+    scheduled, marks = pre_passes(fn, Options())
+    assert "schedule" in [m[0] for m in marks]
+    assert (pressure_of(plain).max_live, pressure_of(scheduled).max_live) == (76, 68)
+    one = module.without({f.name for f in module.functions} - {"wmma_gemm"})
+    for allocator, k in (("briggs", 64), ("fatpoint", 64), ("briggs", 255)):
+        res = allocate_module(one, k, allocator, options=Options(allocator=allocator))
+        assert {f.verified for f in res.functions} == {True}
+        assert_chain_proven_and_assembles(one, res, entry["ptxas_arch"])

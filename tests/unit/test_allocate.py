@@ -27,7 +27,8 @@ BUDGETS = (15, 32, 64, 255)
 
 #: functions refused at a budget (the instruction alone needs more): (file stem, K) -> names
 REFUSED = {("tensor_sm80", 15): {"_Z6k_wmmaPfPK6__halfS2_i"},
-           ("tensor_sm90", 15): {"_Z6k_wmmaPfPK6__halfS2_i"}}
+           ("tensor_sm90", 15): {"_Z6k_wmmaPfPK6__halfS2_i"},
+           ("sched_wmma", 15): {"wmma2x2"}}
 
 
 _SPILL = re.compile(r"//@(spill|reload|remat) ")
@@ -74,6 +75,8 @@ def test_project_ptx_allocates_assembles_and_verifies(path, k):
                 allocate_module(module, k, function=name, verify=False)
             assert re.search(r"\.ptx:\d+: function '" + re.escape(name) + "': '", str(e.value))
         module = _without(module, refused)
+        if not module.functions:
+            return          # every function refused, as asserted above
     res = allocate_module(module, k, verify=False)
     assert len(res.functions) == len(module.functions)
     for fr in res.functions:

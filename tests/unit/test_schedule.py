@@ -1,8 +1,9 @@
 """Pressure-aware scheduling within blocks (issue 13, seed 002 "Instruction Scheduling
 Interaction"): what the pass does on hand-written PTX (loads interleaved with their uses, a
-barrier never crossed, memory order kept), its translation validator refuting wrong schedules
-(RAW, WAR, WAW, guards, memory order, barriers, carry chain, malformed lines), and the whole
-chain — schedule, allocate, ``verify ORIGINAL ALLOCATED`` — proven and assembled."""
+barrier never crossed, loads passing loads but no store, ``wmma`` fragments loaded after the
+``wmma.mma`` that frees one), its translation validator refuting wrong schedules (RAW, WAR,
+WAW, guards, memory order, barriers, carry chain, malformed lines), and the whole chain —
+schedule, allocate, ``verify ORIGINAL ALLOCATED`` — proven and assembled."""
 
 from __future__ import annotations
 
@@ -41,15 +42,16 @@ def test_loads_interleave_with_their_uses():
     s = schedule_function(fn)
     assert s is not None
     assert max_live(fn, module) == 11
-    assert max_live(s.function, module) == 6
+    assert max_live(s.function, module) == 4
     text = render(s.function)
     # each add right after the load it needs
     for k in range(3, 9):
         i = text.index(f"ld.global.f32\t%f{k}, [%rd3+{4 * (k - 1)}];")
         assert text[i + 1].startswith(f"add.f32\t%f{k + 7},"), text
-    # the memory accesses keep their order
-    mem = [t for t in render(fn) if t.startswith(("ld.", "st."))]
-    assert [t for t in text if t.startswith(("ld.", "st."))] == mem
+    # loads pass each other (the second parameter's, read last, goes last), the store stays
+    # after every load
+    mem = [t for t in text if t.startswith(("ld.", "st."))]
+    assert mem[-2:] == ["ld.param.u64\t%rd2, [sum8_param_1];", "st.global.f32\t[%rd2], %f15;"]
     check_schedule(fn, s.order)
 
 
@@ -59,8 +61,8 @@ def test_the_whole_chain_is_proven_and_saves_registers(tmp_path, capsys):
     res = allocate(text, 255, filename=str(LOADS))
     f = res.functions[0]
     assert f.verified and f.extra["schedule"]["moved"] > 0
-    assert f.registers == 6 < plain.functions[0].registers == 11
-    assert re.search(r"//@ptxalloc .* schedule=1\n\t//@schedule 0 2 1 3-4 11 5 12 6 13 ", res.ptx)
+    assert f.registers == 4 < plain.functions[0].registers == 11
+    assert re.search(r"//@ptxalloc .* schedule=1\n\t//@schedule 0 2-4 11 5 12 6 13 ", res.ptx)
     out = tmp_path / "out.ptx"
     out.write_text(res.ptx)
     assert main(["verify", str(LOADS), str(out)]) == 0
@@ -152,7 +154,6 @@ def _swap(order: list[int], a: int, b: int) -> list[int]:
 @pytest.mark.parametrize("a,b,why", [
     (2, 3, r"reads %r2"),                                   # RAW
     (4, 5, r"overwrites %r3, which that one reads"),        # WAR
-    (1, 2, r"memory accesses .* keep their order"),          # two loads
     (6, 7, r"reads %p1"),                                    # a guard is a read
     (8, 10, r"carry flag"),                                  # interleaved carry chains
     (12, 13, r"out of its segment"),                         # across the barrier
@@ -201,7 +202,7 @@ def test_verify_refutes_a_tampered_schedule():
     with pytest.raises(VerificationError, match="depends on"):
         verify_modules(original, parse_allocated("\n".join(lines), "alloc.ptx"))
     # a schedule line that is not a permutation
-    bad = good.replace("//@schedule 0 2 1", "//@schedule 0 2 2")
+    bad = good.replace("//@schedule 0 2-4", "//@schedule 0 2-4 4")
     with pytest.raises(VerificationError, match="not a permutation"):
         verify_modules(original, parse_allocated(bad, "alloc.ptx"))
     # schedule lines without schedule=1 in the header are an unknown annotation
@@ -256,3 +257,106 @@ def test_texture_vectors_are_not_spread_by_the_schedule():
         s = schedule_function(fn)
         if s is not None:
             assert _max_live(s.function) <= _max_live(fn), fn.name
+
+
+WMMA = DATA / "hand" / "sched_wmma.ptx"
+
+
+def test_wmma_fragment_loads_go_after_the_mma_that_frees_a_fragment():
+    """A 2x2 tile: four fragments (two A, two B, each read by two ``wmma.mma``) live at once as
+    nvcc writes it; scheduled, the second A fragment is loaded after the ``wmma.mma`` that last
+    reads the first, the accumulators right before their ``wmma.mma`` (loads pass loads), and
+    the stores stay after every load."""
+    module = parse_file(str(WMMA))
+    fn = module.functions[0]
+    s = schedule_function(fn)
+    assert s is not None
+    check_schedule(fn, s.order)
+    assert max_live(fn, module) == 72
+    assert max_live(s.function, module) == 56
+    text = render(s.function)
+    a1 = next(i for i, t in enumerate(text) if t.startswith("wmma.load.a") and "%r9," in t)
+    frees_a0 = next(i for i, t in enumerate(text)
+                    if t.startswith("wmma.mma") and "%r1," in t and "%r25," in t)
+    assert frees_a0 < a1
+    for k, acc in enumerate(("%f1,", "%f9,", "%f17,", "%f25,")):
+        load = next(i for i, t in enumerate(text) if t.startswith("wmma.load.c") and acc in t)
+        mma = next(i for i, t in enumerate(text) if t.startswith("wmma.mma") and acc in t)
+        assert load < mma and not any(t.startswith("wmma.mma") for t in text[load + 1:mma])
+    last_load = max(i for i, t in enumerate(text) if t.startswith(("ld.", "wmma.load")))
+    assert all(t.startswith("wmma.store") for t in text[last_load + 2:-1])
+
+
+def test_wmma_schedule_proven_through_the_chain_and_assembles(tmp_path):
+    if not ptxas.available():
+        pytest.skip("ptxas is not on the PATH")
+    text = WMMA.read_text()
+    for allocator, k in (("briggs", 48), ("fatpoint", 255)):
+        plain = allocate(text, k, allocator, knobs={"schedule": 0}, filename=str(WMMA))
+        res = allocate(text, k, allocator, filename=str(WMMA))
+        f = res.functions[0]
+        assert f.verified and "//@schedule" in res.ptx
+        p = plain.functions[0]
+        assert (f.registers, f.spill_stores_bytes + f.spill_loads_bytes) == \
+            {48: (48, 96), 255: (56, 0)}[k]
+        assert (p.registers, p.spill_stores_bytes + p.spill_loads_bytes) == \
+            {48: (48, 256), 255: (72, 0)}[k]
+        out = tmp_path / f"{allocator}.ptx"
+        out.write_text(res.ptx)
+        assert main(["verify", str(WMMA), str(out)]) == 0
+        assembled = ptxas.assemble(res.ptx, "sm_80")
+        assert assembled.ok, assembled.output
+
+
+MEMORY = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry m(.param .u64 m_p)
+{
+	.reg .b32 %r<22>;
+	.reg .f32 %f<9>;
+	.reg .b64 %rd<2>;
+	ld.param.u64 %rd1, [m_p];
+	ld.global.u32 %r1, [%rd1];
+	ld.global.u32 %r2, [%rd1+4];
+	st.global.u32 [%rd1+8], 5;
+	ld.global.u32 %r3, [%rd1+8];
+	shfl.sync.bfly.b32 %r4, %r1, 1, 31, -1;
+	ld.global.u32 %r5, [%rd1+12];
+	wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {%r6, %r7, %r8, %r9, %r10, %r11, %r12, %r13}, [%rd1], 16;
+	wmma.store.d.sync.aligned.row.m16n16k16.global.f32 [%rd1], {%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8}, 16;
+	wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {%r14, %r15, %r16, %r17, %r18, %r19, %r20, %r21}, [%rd1], 16;
+	ret;
+}
+"""
+
+
+def test_loads_pass_loads_and_nothing_else():
+    fn = parse(MEMORY, "m.ptx").functions[0]
+    n = len(fn.instructions())
+    same = list(range(n))
+    check_schedule(fn, same)
+    check_schedule(fn, _swap(same, 1, 2))            # two loads
+    check_schedule(fn, _swap(same, 6, 7))            # ld and wmma.load
+    check_schedule(fn, [0, 2, 1] + same[3:])
+    for a, b, why in [
+            (2, 3, "a load keeps its place relative to the stores"),    # load below a store
+            (3, 4, "memory accesses .* keep their order"),              # load above a store
+            (4, 5, "a load keeps its place relative to the stores and collectives"),
+            (5, 6, "memory accesses .* keep their order"),              # load above a shfl
+            (7, 8, "a load keeps its place relative to the stores"),    # wmma.load, wmma.store
+            (8, 9, "memory accesses .* keep their order")]:
+        with pytest.raises(VerificationError, match=why):
+            check_schedule(fn, _swap(same, a, b))
+    # a load moved down past a store it did not pass in the original, loads between
+    with pytest.raises(VerificationError, match="a load keeps its place"):
+        check_schedule(fn, [0, 2, 3, 1] + same[4:])
+
+
+def test_reads_memory_only():
+    from ptxalloc.ir.effects import reads_memory_only
+    fn = parse(MEMORY.replace("\tret;", "\tld.volatile.global.u32 %r5, [%rd1];\n"
+                              "\tldu.global.u32 %r5, [%rd1];\n\tret;"), "m.ptx").functions[0]
+    got = [reads_memory_only(i) for i in fn.instructions()]
+    assert got == [True, True, True, False, True, False, True, True, False, True, False, True,
+                   False]

@@ -41,15 +41,15 @@ def test_a_slot_with_a_free_register_becomes_copies():
         assert got.ok, got.output
 
 
-#: the two hand-written files spill at these budgets only in the order written: the
-#: pressure-aware schedule (on by default) takes their spills away
+#: these files spill at these budgets (or spill what the test is about) only in the order
+#: written: the pressure-aware schedule (on by default) takes their spills away
 WRITTEN = {"schedule": 0}
 
 
 @pytest.mark.parametrize("name,k,knobs", [("hand/guarded_def.ptx", 3, WRITTEN),
                                           ("hand/guarded_def.ptx", 4, WRITTEN),
                                           ("hand/sched_loads.ptx", 6, WRITTEN),
-                                          ("texture_sm80.ptx", 8, {}),
+                                          ("texture_sm80.ptx", 8, WRITTEN),
                                           ("abi/fib.ptx", 3, {}), ("diff/acc16_sm90.ptx", 6, {})])
 def test_promotion_lowers_spill_bytes_and_is_proven(name, k, knobs):
     text = (DATA / name).read_text()
@@ -60,20 +60,20 @@ def test_promotion_lowers_spill_bytes_and_is_proven(name, k, knobs):
     assert_verified(on)
 
 
-@pytest.mark.parametrize("allocator,name,k,function", [
-    ("fatpoint", "abi/param_scopes.ptx", 3, "pair"),
-    ("briggs", "hand/many_preds.ptx", 5, "many_preds"),
-    ("briggs", "loops_sm80.ptx", 5, "_Z7k_earlyPiPKiii"),
+@pytest.mark.parametrize("allocator,name,k,function,knobs", [
+    ("fatpoint", "abi/param_scopes.ptx", 3, "pair", WRITTEN),
+    ("briggs", "hand/many_preds.ptx", 5, "many_preds", {}),
+    ("briggs", "loops_sm80.ptx", 5, "_Z7k_earlyPiPKiii", {}),
 ])
-def test_promotion_up_to_the_budget(allocator, name, k, function):
+def test_promotion_up_to_the_budget(allocator, name, k, function, knobs):
     """A function that spills with registers of its budget unused (fat-point's ``pair`` at
     K = 3 uses 2 and spills 8 bytes): ``SpillSlotsToRegisters=2`` (the default) puts slots in
     those registers, so spill bytes fall (``pair``: to none) and the registers used rise, never
     above the budget; the checker proves it and ptxas assembles it."""
     text = (DATA / name).read_text()
-    below = allocate(text, registers=k, allocator=allocator, knobs=BELOW_MARK)
+    below = allocate(text, registers=k, allocator=allocator, knobs={**BELOW_MARK, **knobs})
     budget = allocate(text, registers=k, allocator=allocator,
-                      knobs={"SpillReloadsToRegisters": 0, **SEEDS_COST})
+                      knobs={"SpillReloadsToRegisters": 0, **SEEDS_COST, **knobs})
     f_below = next(f for f in below.functions if f.name == function)
     f_budget = next(f for f in budget.functions if f.name == function)
     assert f_below.registers < k
@@ -88,12 +88,12 @@ def test_promotion_up_to_the_budget(allocator, name, k, function):
         assert out.ok, out.output
 
 
-@pytest.mark.parametrize("allocator,name,k,function", [
-    ("fatpoint", "hand/recompute_chain.ptx", 4, "narrow"),
-    ("briggs", "loops_sm80.ptx", 6, "_Z7k_earlyPiPKiii"),
-    ("briggs", "vectors_sm80.ptx", 8, "_Z5k_vecP6float4PKS_P4int4PKS3_P7double2PKS7_"),
+@pytest.mark.parametrize("allocator,name,k,function,knobs", [
+    ("fatpoint", "hand/recompute_chain.ptx", 4, "narrow", {}),
+    ("briggs", "loops_sm80.ptx", 6, "_Z7k_earlyPiPKiii", WRITTEN),
+    ("briggs", "vectors_sm80.ptx", 8, "_Z5k_vecP6float4PKS_P4int4PKS3_P7double2PKS7_", {}),
 ])
-def test_reload_forwarded_through_a_free_register(allocator, name, k, function):
+def test_reload_forwarded_through_a_free_register(allocator, name, k, function, knobs):
     """A slot reloaded twice in one block, with a register free between the two accesses
     (but not over the slot's whole range, which whole-slot promotion needs): with
     ``SpillReloadsToRegisters`` (the default) the second reload becomes ``//@move`` copies
@@ -101,8 +101,8 @@ def test_reload_forwarded_through_a_free_register(allocator, name, k, function):
     checker proves it."""
     text = (DATA / name).read_text()
     off = allocate(text, registers=k, allocator=allocator,
-                   knobs={"SpillReloadsToRegisters": 0})
-    on = allocate(text, registers=k, allocator=allocator)
+                   knobs={"SpillReloadsToRegisters": 0, **knobs})
+    on = allocate(text, registers=k, allocator=allocator, knobs=knobs)
     f_off = next(f for f in off.functions if f.name == function)
     f_on = next(f for f in on.functions if f.name == function)
     assert (f_on.spill_stores_bytes + f_on.spill_loads_bytes

@@ -173,8 +173,9 @@ def test_allocations_with_splitting_are_proven_and_assemble(text, k, allocator):
 
 def test_split_reload_before_the_loop_in_allocated_output():
     """End to end at K = 3: without splitting a value is reloaded inside the loop, with it
-    before the loop."""
-    knobs = {"RematParamLoads": 0}
+    before the loop (in the order written: scheduled, the parameter loads sink and nothing
+    is reloaded in the loop either way)."""
+    knobs = {"RematParamLoads": 0, "schedule": 0}
     on = allocate(LOOP, registers=3, knobs=knobs).functions[0].text
     off = allocate(LOOP, registers=3, knobs={**knobs, **SPLIT_OFF}).functions[0].text
 

@@ -23,6 +23,15 @@ Every instruction is one of three kinds:
   under the thread (``%clock``, ``%globaltimer``, ``%warpid``, ``%smid``, ``%pm*`` ...), and
   every opcode the ISA table does not know. Nothing moves across a barrier.
 
+Of the ``ORDERED`` instructions, a *load* (:func:`reads_memory_only`: ``ld``, ``ldu``,
+``ldmatrix``, ``wmma.load``, textures and surface loads and queries, ``prefetch``) only reads
+memory, so two loads with no other ``ORDERED`` instruction between them may trade places: what
+a weak load returns depends on the stores before it, not on the loads (the PTX memory model
+orders weak accesses of one thread only through the stores and synchronisation around them;
+LLVM's NVVM intrinsics for ``wmma.load`` are ``IntrReadMem``, for ``wmma.mma`` ``IntrNoMem``).
+A store, a surface store or a warp collective keeps its place relative to every load and to
+every other ``ORDERED`` instruction.
+
 An instruction that writes or reads the carry flag (``add.cc``, ``addc`` ... ``madc``) also
 belongs to the carry chain: those keep their order relative to each other.
 
@@ -58,6 +67,10 @@ _MEMORY_BASES = frozenset(("ld", "ldu", "st", "ldmatrix", "stmatrix", "prefetch"
 
 #: Warp collectives without ``.aligned``: kept in order like memory accesses.
 _COLLECTIVE_BASES = frozenset(("shfl", "vote", "match", "redux", "activemask", "elect"))
+
+#: ``ORDERED`` opcodes that only read memory (``wmma.load`` is matched apart).
+_LOAD_BASES = frozenset(("ld", "ldu", "ldmatrix", "prefetch", "prefetchu", "tex", "tld4",
+                         "txq", "suld", "suq"))
 
 _STRONG = re.compile(r"\.(?:volatile|relaxed|acquire|release|mmio|async)\b")
 
@@ -101,6 +114,15 @@ def effect_kind(ins: Instruction) -> int:
             if type(op) is Sym and op.text.startswith("%") and not FIXED_SPECIAL.match(op.text):
                 return BARRIER      # %clock, %warpid, %smid ...: its value depends on when
     return kind
+
+
+def reads_memory_only(ins: Instruction) -> bool:
+    """Whether ``ins`` is an ``ORDERED`` load: it reads memory and writes none (module
+    docstring); loads may pass each other, nothing else of kind ``ORDERED`` may."""
+    if effect_kind(ins) != ORDERED:
+        return False
+    op = ins.opcode
+    return op.split(".", 1)[0] in _LOAD_BASES or op.startswith("wmma.load")
 
 
 def uses_carry(ins: Instruction) -> bool:

@@ -8,19 +8,24 @@ anything unknown) a segment of its own. Inside a segment only the dependences of
 order bind: for every register, reads after the definition that reaches them (RAW), before the
 next definition (WAR), definitions in order (WAW) — guards, partial definitions and address
 registers count as reads as the ISA table says — and memory accesses and warp collectives
-(``ORDERED``) keep their order, as do the instructions of the carry chain.
+(``ORDERED``) keep their order, as do the instructions of the carry chain, except that two
+loads (:func:`ptxalloc.ir.effects.reads_memory_only`) with no store or collective between them
+may trade places.
 
 Each segment is list-scheduled bottom-up (in the manner of Sethi-Ullman numbering and of LLVM's
 ``GenericScheduler`` register-pressure heuristic): from the values live after the segment,
 the next instruction placed (the latest still free of unplaced successors) is the one whose
 placement makes the live set grow least — a definition that ends a live value first, an
-instruction whose operands are already live next — and on a tie the one latest in the original
-order, so that where nothing is gained the order stays as written. Loads therefore sink to just
-before their first use (never across another memory access), and an address computed from
-live operands moves next to the access that reads it. The new order is kept only when the
-segment's peak pressure (general registers and predicates, counted as :mod:`analysis.pressure`
-counts them, and at equal peaks the sum over its instructions) is lower; otherwise the segment
-stays as written. So the pass never raises MaxLive.
+instruction whose operands are already live next — then, of equal growth, the one whose
+placement makes ready a predecessor that ends a value (one step of lookahead: of the two
+``wmma.mma`` reading a fragment, the one after which the fragment's load is free to go, so the
+load lands right after the ``wmma.mma`` that frees the previous fragment), and on a tie the one
+latest in the original order, so that where nothing is gained the order stays as written.
+Loads therefore sink to just before their first use (past other loads, never across a store),
+and an address computed from live operands moves next to the access that reads it. The new
+order is kept only when the segment's peak pressure (general registers and predicates, counted
+as :mod:`analysis.pressure` counts them, and at equal peaks the sum over its instructions) is
+lower; otherwise the segment stays as written. So the pass never raises MaxLive.
 
 The result is a permutation of the original instructions; :mod:`ptxalloc.verify.schedule`
 validates it independently (and the allocation checker then proves the allocation against the
@@ -34,14 +39,14 @@ import heapq
 
 from ..analysis.liveness import Liveness
 from ..ir.cfg import CFG
-from ..ir.effects import BARRIER, ORDERED, effect_kind, uses_carry
+from ..ir.effects import BARRIER, ORDERED, effect_kind, reads_memory_only, uses_carry
 from ..ir.instruction import COMMENT, LOC, Instruction, Raw
 from ..ir.module import Function
 from ..ir.registers import RegClass
 from ..records import record
 from ..target.units import vreg_shape
 from ..util import gc_paused
-from ..analysis import pressure_of
+from ..analysis import Pressure, pressure_of
 from ..analysis.tuples import find_tuples
 
 MIN_SEGMENT = 3     # shorter segments have nothing to gain
@@ -130,7 +135,7 @@ def schedule_function(fn: Function) -> Scheduled | None:
         if not changed:
             return None
         new = fn.reordered(order)
-        before, after = pressure_of(fn), pressure_of(new)
+        before, after = Pressure(cfg, liveness, tuples), pressure_of(new)
         if after.max_live > before.max_live or after.max_preds > before.max_preds:
             return None
         return Scheduled(new, order, changed, moved)
@@ -184,22 +189,19 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
             live0[ids[span[0]] if span else i] = True
     # the dependence graph of the original order
     preds: list[list[int]] = [[] for _ in range(n)]
-    nsucc = [0] * n
     last_def: dict[int, int] = {}
     reads: dict[int, list[int]] = {}
-    last_ordered = last_carry = -1
-
-    def edge(x: int, y: int) -> None:
-        preds[y].append(x)
-        nsucc[x] += 1
-
+    last_carry = -1
+    last_store = -1         # the last ORDERED instruction that is not a load
+    loads: list[int] = []   # the loads since
     need = [0] * n          # Sethi-Ullman number: the registers evaluating j's operands takes
     for j, ins in enumerate(seg):
+        pj = preds[j]
         producers = set()
         for u in dep_uses[j]:
             d = last_def.get(u)
             if d is not None:
-                edge(d, j)
+                pj.append(d)
                 producers.add(d)
         out_w = sum(w[d] for d in defs[j])
         held = 0
@@ -211,27 +213,54 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
         for d in dep_defs[j]:
             x = last_def.get(d)
             if x is not None:
-                edge(x, j)
-            for r in reads.get(d, ()):
-                edge(r, j)
+                pj.append(x)
+            pj.extend(reads.get(d, ()))
         for u in dep_uses[j]:
             reads.setdefault(u, []).append(j)
         for d in dep_defs[j]:
             last_def[d] = j
             reads[d] = []
-        if effect_kind(ins) == ORDERED:
-            if last_ordered >= 0:
-                edge(last_ordered, j)
-            last_ordered = j
         if uses_carry(ins):
             if last_carry >= 0:
-                edge(last_carry, j)
+                pj.append(last_carry)
             last_carry = j
+        if effect_kind(ins) == ORDERED:
+            if last_store >= 0:
+                pj.append(last_store)
+            if reads_memory_only(ins):
+                loads.append(j)
+            else:               # after every load since the last store or collective
+                pj.extend(loads)
+                loads = []
+                last_store = j
     touching: list[list[int]] = [[] for _ in range(nregs)]
     for j in range(n):
         for r in set(uses[j] + defs[j]):
             touching[r].append(j)
+    preds = [list(dict.fromkeys(p)) for p in preds]    # without repeats
+    placed = _list_schedule(preds, uses, kills, w, need, live0, touching)
+    if placed == list(range(n)):
+        return None
+    old = _pressure(list(range(n)), uses, defs, kills, w, wp, live0)
+    new = _pressure(placed, uses, defs, kills, w, wp, live0)
+    better = (new[0] <= old[0] and new[1] <= old[1]
+              and (new[0] < old[0] or new[1] < old[1] or new[2] < old[2]))
+    return placed if better else None
 
+
+def _list_schedule(preds: list[list[int]], uses, kills, w, need, live0,
+                   touching) -> list[int]:
+    """The bottom-up list schedule of a segment whose dependences are ``preds`` (each
+    instruction's predecessors), as local indices in program order: from the values live
+    after the segment, each step places the ready instruction (all successors placed) whose
+    placement makes the live set grow least, then the one that lets a predecessor free the
+    most (``unlocks``), then the smaller Sethi-Ullman number ``need``, then the later one."""
+    n = len(preds)
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for y, p in enumerate(preds):
+        for x in p:
+            succs[x].append(y)
+    nsucc = [len(x) for x in succs]
     live = list(live0)
 
     def delta(j: int) -> int:
@@ -245,21 +274,59 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
                 dl += w[u]
         return dl
 
-    heap = [(delta(j), need[j], -j) for j in range(n) if nsucc[j] == 0]
+    def unlocks(j: int) -> int:
+        """How much placing ``j`` lets its predecessors free next: the least growth of the
+        live set among the predecessors whose last unplaced successor ``j`` is, counted with
+        the live set after ``j`` (0 when none shrinks it). Breaks ties between candidates of
+        equal growth: the one that makes a definition ready that ends a value (a fragment
+        load whose last reader ``j`` is) goes first."""
+        best = 0
+        ks = kills[j]
+        us = uses[j]
+        for p in preds[j]:
+            if nsucc[p] != 1:
+                continue
+            dl = 0
+            kp = kills[p]
+            for k in kp:
+                if (live[k] and k not in ks) or k in us:
+                    dl -= w[k]
+            if dl == 0:
+                continue
+            for u in uses[p]:
+                if not ((live[u] and u not in ks) or u in us) or u in kp:
+                    dl += w[u]
+            if dl < best:
+                best = dl
+        return best
+
+    def key(j: int) -> tuple[int, int, int, int]:
+        return (delta(j), unlocks(j), need[j], -j)
+
+    heap = [key(j) for j in range(n) if nsucc[j] == 0]
     heapq.heapify(heap)
     ready = [nsucc[j] == 0 for j in range(n)]
     done = [False] * n
     placed: list[int] = []
     push = heapq.heappush
     pop = heapq.heappop
+
+    def last_successor(p: int, again: set[int]) -> None:
+        """``p`` waits for one successor more: that one may now unlock it."""
+        for c in succs[p]:
+            if not done[c]:
+                if ready[c]:
+                    again.add(c)
+                return
+
     while heap:
-        dl, nj, negj = pop(heap)
-        j = -negj
+        entry = pop(heap)
+        j = -entry[3]
         if done[j]:
             continue
-        now = delta(j)
-        if now != dl:
-            push(heap, (now, nj, negj))
+        now = key(j)
+        if now != entry:
+            push(heap, now)
             continue
         done[j] = True
         placed.append(j)
@@ -270,25 +337,27 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
             if not live[u]:
                 live[u] = True
                 woke.append(u)
+        again: set[int] = set()     # candidates whose key changed: pushed once it is known
         for p in preds[j]:
             nsucc[p] -= 1
             if nsucc[p] == 0:
                 ready[p] = True
-                push(heap, (delta(p), need[p], -p))
+                again.add(p)
+            elif nsucc[p] == 1:
+                last_successor(p, again)
         for r in woke:             # candidates that read or define r got cheaper
             for c in touching[r]:
-                if ready[c] and not done[c]:
-                    push(heap, (delta(c), need[c], -c))
+                if not done[c]:
+                    if ready[c]:
+                        again.add(c)
+                    elif nsucc[c] == 1:
+                        last_successor(c, again)
+        for c in again:
+            push(heap, key(c))
     if len(placed) != n:
         raise AssertionError("the dependence graph of a segment has a cycle")
     placed.reverse()
-    if placed == list(range(n)):
-        return None
-    old = _pressure(list(range(n)), uses, defs, kills, w, wp, live0)
-    new = _pressure(placed, uses, defs, kills, w, wp, live0)
-    better = (new[0] <= old[0] and new[1] <= old[1]
-              and (new[0] < old[0] or new[1] < old[1] or new[2] < old[2]))
-    return placed if better else None
+    return placed
 
 
 def _pressure(order: list[int], uses, defs, kills, w, wp, live0) -> tuple[int, int, int]:

@@ -18,7 +18,10 @@ of the instruction set, like the ISA table) are shared. A permutation is accepte
   in the original (RAW) and before the next definition (WAR), and definitions keep their order
   (WAW) — guards, partial definitions (``v.x``) and the registers in addresses are reads as
   the ISA table says; instructions of kind ``ORDERED`` (memory accesses, warp collectives) keep
-  their order, and so do the instructions of the carry chain.
+  their order, except that loads (``reads_memory_only``: they read memory and write none) may
+  pass each other: each load stays after the last store or collective before it in the
+  original, and each store or collective after every load before it; the instructions of the
+  carry chain keep their order.
 
 That is exactly the condition for the new order to be a topological order of the original's
 dependence graph, so the scheduled segment computes what the original segment computes.
@@ -29,7 +32,7 @@ from __future__ import annotations
 import re
 
 from ..errors import VerificationError
-from ..ir.effects import BARRIER, ORDERED, effect_kind, uses_carry
+from ..ir.effects import BARRIER, ORDERED, effect_kind, reads_memory_only, uses_carry
 from ..ir.instruction import COMMENT, LOC, Instruction, Raw
 from ..ir.module import Function
 
@@ -113,8 +116,9 @@ def check_schedule(original: Function, order: list[int]) -> None:
     names = original.regs.names
     last_def: dict[int, int] = {}
     reads: dict[int, list[int]] = {}
-    last_ordered = -1
+    last_ordered = -1           # the last ORDERED instruction that is not a load
     last_carry = -1
+    loads_since: list[int] = []     # the loads after it
     current = -1
 
     def fail(i: int, j: int, why: str) -> VerificationError:
@@ -130,6 +134,7 @@ def check_schedule(original: Function, order: list[int]) -> None:
             last_def.clear()
             reads.clear()
             last_ordered = last_carry = -1
+            loads_since = []
         ins = instrs[j]
         pj = pos[j]
         for u in ins.uses:
@@ -152,7 +157,15 @@ def check_schedule(original: Function, order: list[int]) -> None:
             if last_ordered >= 0 and pos[last_ordered] > pj:
                 raise fail(last_ordered, j, "memory accesses and warp collectives keep their "
                                             "order")
-            last_ordered = j
+            if reads_memory_only(ins):
+                loads_since.append(j)
+            else:
+                for x in loads_since:
+                    if pos[x] > pj:
+                        raise fail(x, j, "a load keeps its place relative to the stores and "
+                                         "collectives after it")
+                loads_since = []
+                last_ordered = j
         if uses_carry(ins):
             if last_carry >= 0 and pos[last_carry] > pj:
                 raise fail(last_carry, j, "the carry flag")
