@@ -241,6 +241,68 @@ def test_live_lengths_count_the_instructions_each_value_is_live_at(prog, pick):
     assert live_lengths(cfg, lv, want) == expected
 
 
+@settings(max_examples=60, deadline=None)
+@given(prog=programs(), target=st.integers(min_value=0, max_value=4))
+def test_change_scope_rows_are_the_live_sets_above_the_target(prog, target):
+    """``what to change``'s rows, found per live segment, hold each value at exactly the
+    instructions above the target whose live-after set or definitions hold it, and the
+    excess classes partition those instructions by their excess."""
+    from ptxalloc.analysis.explain_peak import change_scope
+
+    fn = parse(prog.text(), "random.ptx").functions[0]
+    cfg = CFG(fn)
+    lv = Liveness(cfg)
+    p = Pressure(cfg, lv, find_tuples(fn, cfg.instrs))
+
+    class _A:                       # the analysis fields change_scope reads
+        pressure, liveness = p, lv
+    _A.cfg = cfg
+
+    class _SM:                      # a target whose next occupancy step is ``target``
+        pass
+    import ptxalloc.analysis.explain_peak as ep
+    real = ep.next_step
+    ep.next_step = lambda *a, **k: target
+    try:
+        scope = change_scope(_A, _SM, 128)
+    finally:
+        ep.next_step = real
+    limit = 2 * target
+    expected_rows: dict[int, int] = {}
+    expected_excess: dict[int, int] = {}
+    for b in cfg.blocks:
+        for k, (ins, after) in enumerate(zip(b.instrs, lv.live_after(b.id))):
+            i = b.first + k
+            e = int(round(2 * p.gpr[i])) - limit
+            if e <= 0:
+                continue
+            expected_excess[e] = expected_excess.get(e, 0) | 1 << i
+            here = after
+            for d in ins.defs:
+                here |= 1 << d
+            for v in bits(here):
+                expected_rows[v] = expected_rows.get(v, 0) | 1 << i
+    assert scope.rows == expected_rows
+    assert scope.by_excess == expected_excess
+
+
+@settings(max_examples=60, deadline=None)
+@given(prog=programs(), pick=st.integers(min_value=0))
+def test_cost_terms_for_some_registers_equal_those_for_all(prog, pick):
+    """The spill-cost terms found for a bitset of registers only are, for those registers,
+    bit for bit the terms found for every register."""
+    from ptxalloc.analysis.costs import cost_terms
+
+    fn = parse(prog.text(), "random.ptx").functions[0]
+    cfg = CFG(fn)
+    lv = Liveness(cfg)
+    want = pick & ((1 << len(fn.regs)) - 1)
+    full = cost_terms(cfg, lv)
+    some = cost_terms(cfg, lv, want)
+    for v in bits(want):
+        assert [t[v] for t in some] == [t[v] for t in full]
+
+
 # --- (b) MaxLive and cliques on straight-line code ---------------------------------------------
 
 

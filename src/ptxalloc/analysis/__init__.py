@@ -59,9 +59,15 @@ class FunctionAnalysis:
     def costs(self) -> list[float]:
         """The spill cost of each register (computed on first use)."""
         if self._costs is None:
-            remat, no_spill = self._cost_inputs
-            self._costs = costs_from_terms(self.cost_terms, self.mem_latency, remat, no_spill)
+            self._costs = self.costs_from(self.cost_terms)
         return self._costs
+
+    def costs_from(self, terms: tuple[list[float], ...]) -> list[float]:
+        """The costs as :attr:`costs` has them (this analysis's rematerialization and no-spill
+        inputs) from ``terms`` (:func:`~ptxalloc.analysis.costs.cost_terms`, possibly for a
+        report's few registers only)."""
+        remat, no_spill = self._cost_inputs
+        return costs_from_terms(terms, self.mem_latency, remat, no_spill)
 
     @property
     def cost_terms(self) -> tuple[list[float], ...]:
