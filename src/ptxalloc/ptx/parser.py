@@ -37,6 +37,7 @@ from ..ir.registers import RegClass, RegTable, class_of_type
 from ..util import gc_paused
 
 _classify = isa.classify
+_set_plain_roles = isa.set_plain_roles
 
 # --- body statements -------------------------------------------------------------------------
 
@@ -227,17 +228,19 @@ def _unbalanced_at(text: str) -> int:
 
 
 #: opcode -> (known to the ISA table, exact operand count or None, "bra"/"brx" for a branch
-#: else ""), filled on first sight (after checking the opcode's spelling)
-_OPCODE_FACTS: dict[str, tuple[bool, int | None, str]] = {}
+#: else "", the role of a first register operand under the ISA table's common rule or 0:
+#: ``isa.plain_first_role``), filled on first sight (after checking the opcode's spelling)
+_OPCODE_FACTS: dict[str, tuple[bool, int | None, str, int]] = {}
 
 
-def _opcode_facts(opcode: str) -> tuple[bool, int | None, str] | None:
+def _opcode_facts(opcode: str) -> tuple[bool, int | None, str, int] | None:
     """The facts of ``opcode`` (see ``_OPCODE_FACTS``); None when it is not spelled as one."""
     if not _OPCODE.match(opcode):
         return None
     known, count = isa.opcode_check(opcode)
     base = opcode.split(".", 1)[0]
-    facts = _OPCODE_FACTS[opcode] = (known, count, base if base in ("bra", "brx") else "")
+    facts = _OPCODE_FACTS[opcode] = (known, count, base if base in ("bra", "brx") else "",
+                                     isa.plain_first_role(opcode))
     return facts
 
 
@@ -508,19 +511,36 @@ class _FunctionParser:
                 plain = (c > 0 and rest.count("[") == 1 and rest.count("]") == 1
                          and "," not in rest[o:c])
             if plain:
-                # split on the commas; a declared register is looked up inline
+                # split on the commas; a declared register is looked up inline, and the
+                # registers the operands name are collected for the roles (reads; None once
+                # an operand is not plain: isa.set_plain_roles)
                 names = self.names
                 cache = self.reg_cache
                 operand = self.operand
                 ops = []
+                reads = []
                 for t in rest.split(","):
                     t = t.strip()
                     e = names.get(t)
                     if e is None:
-                        ops.append(operand(t, pos))
+                        op = operand(t, pos)
+                        ops.append(op)
+                        if reads is not None:
+                            ty = type(op)
+                            if ty is Mem:
+                                if op.rest:
+                                    reads = None
+                                elif type(op.base) is Reg:
+                                    reads.append(op.base.v)
+                            elif ty is not Imm and ty is not Sym:
+                                reads = None        # a component, a sum, a sink ...
                     else:
                         vid = e[4]
-                        ops.append(cache[vid if vid >= 0 else self.materialize(t, e)])
+                        if vid < 0:
+                            vid = self.materialize(t, e)
+                        ops.append(cache[vid])
+                        if reads is not None:
+                            reads.append(vid)
             else:
                 bad = _unbalanced_at(rest)
                 if bad >= 0:
@@ -528,9 +548,11 @@ class _FunctionParser:
                     raise self.src.error(f"unbalanced '{rest[bad]}' in '{rest[:60]}'", pos, near)
                 self.in_call = opcode.startswith("call")
                 ops = [self.operand(t.strip(), pos) for t in _split_top(rest)]
+                reads = None
         else:
             ops = []
-        known, count, branch = facts
+            reads = None
+        known, count, branch, first = facts
         if count != len(ops) and (count is not None or not known):
             if not known:
                 self.src.warn(f"unknown opcode '{opcode}'", pos, opcode)
@@ -540,7 +562,11 @@ class _FunctionParser:
         if opcode.startswith("st.param") and ops and type(ops[0]) is Mem:
             self.check_param_store(ops[0], pos)
         if self.roles:
-            _classify(instr, self.regs)
+            if reads is not None and first:
+                _set_plain_roles(instr, reads, first if type(ops[0]) is Reg else isa.USE,
+                                 self.regs)
+            else:
+                _classify(instr, self.regs)
         if branch:
             target = next((op.text for op in ops if type(op) is Sym), None)
             self.branches.append((branch, target, pos, self.scope_stack[-1], instr))
