@@ -62,12 +62,13 @@ class FunctionAnalysis:
             self._costs = self.costs_from(self.cost_terms)
         return self._costs
 
-    def costs_from(self, terms: tuple[list[float], ...]) -> list[float]:
+    def costs_from(self, terms: tuple[list[float], ...],
+                   values: list[int] | None = None) -> list[float] | dict[int, float]:
         """The costs as :attr:`costs` has them (this analysis's rematerialization and no-spill
-        inputs) from ``terms`` (:func:`~ptxalloc.analysis.costs.cost_terms`, possibly for a
-        report's few registers only)."""
+        inputs) from ``terms`` (:func:`~ptxalloc.analysis.costs.cost_terms`), of every
+        register or, as a dict, of ``values`` (a report's few)."""
         remat, no_spill = self._cost_inputs
-        return costs_from_terms(terms, self.mem_latency, remat, no_spill)
+        return costs_from_terms(terms, self.mem_latency, remat, no_spill, values)
 
     @property
     def cost_terms(self) -> tuple[list[float], ...]:

@@ -93,15 +93,23 @@ def cost_terms(cfg: CFG, liveness: Liveness, want: int = -1) -> tuple[list[float
 
 def costs_from_terms(terms: tuple[list[float], ...], mem_latency: float,
                      remat: dict[int, float] | None = None,
-                     no_spill: set[int] | frozenset[int] = frozenset()) -> list[float]:
+                     no_spill: set[int] | frozenset[int] = frozenset(),
+                     values: list[int] | None = None) -> list[float] | dict[int, float]:
     """The spill cost of every register from the function's :func:`cost_terms` (a factor of
-    1.0 multiplies exactly: the costs are those of the formula as written)."""
+    1.0 multiplies exactly: the costs are those of the formula as written); with ``values``,
+    of those registers only, as a dict (a report shows a few)."""
     def_freq, use_freq, mults, factors = terms
-    costs = [min(max(d * u * mem_latency * m * k, 0.0), MAX_COST)
-             for d, u, m, k in zip(def_freq, use_freq, mults, factors)]
+    if values is None:
+        costs = [min(max(d * u * mem_latency * m * k, 0.0), MAX_COST)
+                 for d, u, m, k in zip(def_freq, use_freq, mults, factors)]
+    else:
+        costs = {v: min(max(def_freq[v] * use_freq[v] * mem_latency * mults[v] * factors[v],
+                            0.0), MAX_COST) for v in values}
     if remat:
         for v, r in remat.items():
-            costs[v] = min(max(use_freq[v] * r * mults[v] * factors[v], 0.0), MAX_COST)
+            if values is None or v in costs:
+                costs[v] = min(max(use_freq[v] * r * mults[v] * factors[v], 0.0), MAX_COST)
     for v in no_spill:
-        costs[v] = INFINITE
+        if values is None or v in costs:
+            costs[v] = INFINITE
     return costs

@@ -28,23 +28,25 @@ from .costs import cost_terms, costs_from_terms
 from .sources import format_source, source_of
 
 
-def remat_and_costs(a, want: int | None = None) -> tuple[dict, list[float], list[float]]:
+def remat_and_costs(a, want: int | None = None) -> tuple[dict, list | dict, list | dict]:
     """The function's rematerializable registers (with their definitions), the spill cost of
     every register when those are rematerialized instead of spilled, and the costs as
-    ``a.costs`` has them. With the bitset ``want`` only its registers' costs are computed (the
-    other entries mean nothing): a report shows the costs of a few values, and the loop
-    multipliers of every register were most of ``analyze``'s cost time (issue 16).
+    ``a.costs`` has them. With the bitset ``want`` only its registers' costs are computed (in
+    dicts by register): a report shows the costs of a few values, and the loop multipliers of
+    every register were most of ``analyze``'s cost time (issue 16).
     :func:`peak_values` and :func:`what_to_change` share one (a register's cost depends on its
     own entry only)."""
     remat = remat_candidates(a.fn, a.cfg.instrs)
     if want is None:
         terms = a.cost_terms
         plain = a.costs
+        values = None
     else:
         terms = cost_terms(a.cfg, a.liveness, want)
-        plain = a.costs_from(terms)
-    costs = costs_from_terms(terms, a.mem_latency,
-                             {v: COMPUTE_COST for v in remat}) if remat else plain
+        values = bits(want)
+        plain = a.costs_from(terms, values)
+    costs = costs_from_terms(terms, a.mem_latency, {v: COMPUTE_COST for v in remat},
+                             values=values) if remat else plain
     return remat, costs, plain
 
 
@@ -76,12 +78,13 @@ def peak_values(a, files: dict[int, str], shared: tuple | None = None) -> list[d
     defs: dict[int, list[int]] = {v: [] for v in live}
     next_use: dict[int, int | None] = dict.fromkeys(live)
     last_use: dict[int, int] = dict.fromkeys(live, -1)
+    # membership in a dict, not a shift of the bitset per operand (a big int each)
     for i, ins in enumerate(instrs):
         for d in ins.defs:
-            if want >> d & 1:
+            if d in defs:
                 defs[d].append(i)
         for u in ins.uses:
-            if want >> u & 1:
+            if u in last_use:
                 last_use[u] = i
                 if i > peak_at and next_use[u] is None:
                     next_use[u] = i - peak_at
