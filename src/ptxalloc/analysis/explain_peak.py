@@ -117,21 +117,22 @@ def live_lengths(cfg, liveness, want: int) -> dict[int, int]:
     """For each register of the bitset ``want``, how many instructions it is live after or
     defined by. Counted per live segment (the instructions of one block from a definition or
     the block's start to the next use or the block's end), not instruction by instruction: a
-    segment adds its length, a value live through a block the block's length, a definition
-    nothing reads its one instruction."""
+    segment adds its length, a definition nothing reads its one instruction, and a value live
+    through a run of consecutive blocks the run's length, once per run (a prefix sum of the
+    block lengths) rather than once per block."""
     length = dict.fromkeys(bits(want), 0)
-    for b in cfg.blocks:
+    blocks = cfg.blocks
+    through = [0] * len(blocks)         # per block, the values live through it untouched
+    for b in blocks:
         instrs = b.instrs
         m = len(instrs)
-        if not m:
-            continue
         live = liveness.live_out[b.id] & want
         top: dict[int, int] = {}        # value -> last instruction of its open segment
         touched = 0                     # values whose segment is not the whole block
         for i in range(m - 1, -1, -1):
             ins = instrs[i]
             for d in ins.defs:
-                if want >> d & 1:
+                if d in length:
                     if not live >> d & 1:
                         length[d] += 1          # defined, never read after
                     elif ins.guard < 0:         # the segment starts here
@@ -139,14 +140,27 @@ def live_lengths(cfg, liveness, want: int) -> dict[int, int]:
                         touched |= 1 << d
                         live &= ~(1 << d)
             for u in ins.uses:
-                if want >> u & 1 and not live >> u & 1:
+                if u in length and not live >> u & 1:
                     live |= 1 << u
                     top[u] = i - 1
                     touched |= 1 << u
         for v, t in top.items():
             length[v] += t + 1
-        for v in bits(live & ~touched):
-            length[v] += m
+        through[b.id] = live & ~touched
+    starts = [0]                        # instructions before each block
+    for b in blocks:
+        starts.append(starts[-1] + len(b.instrs))
+    run_start: dict[int, int] = {}
+    prev = 0
+    last = len(blocks) - 1
+    for bid, cur in enumerate(through):
+        for v in bits(cur & ~prev):
+            run_start[v] = bid
+        ending = cur & ~(through[bid + 1] if bid < last else 0)
+        if ending:
+            for v in bits(ending):
+                length[v] += starts[bid + 1] - starts[run_start[v]]
+        prev = cur
     return length
 
 
