@@ -52,9 +52,13 @@ class Pressure:
         n = len(regs)
         units = [0] * n
         is_pred = [False] * n
-        for v in range(n):
-            is_pred[v] = classes[v] == RegClass.PRED
-            units[v] = vreg_shape(classes[v], regs.vec[v]).units
+        shape_units: dict[tuple, int] = {}       # (class, arity) -> units, found once each
+        for v, (c, k) in enumerate(zip(classes, regs.vec)):
+            is_pred[v] = c == RegClass.PRED
+            u = shape_units.get((c, k))
+            if u is None:
+                u = shape_units[c, k] = vreg_shape(c, k).units
+            units[v] = u
         for v in bits(exclude):             # counted in neither file (uniform registers)
             is_pred[v] = False
             units[v] = 0

@@ -318,6 +318,10 @@ def _pow2_at_least(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
 
+#: The base opcodes :func:`tuple_operands` finds tuples in (any other has none).
+TUPLE_BASES = _MEMORY_TUPLES | frozenset(_FRAGMENT_ALIGN)
+
+
 def tuple_operands(instr: Instruction, regs: RegTable | None = None) -> list[tuple[Vec, int]]:
     """The vector operands of ``instr`` that must occupy consecutive registers, each with its
     alignment in 32-bit registers (seed 000 "Alignment Constraints Summary", SPEC section 2).
