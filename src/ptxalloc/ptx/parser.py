@@ -73,6 +73,9 @@ def _blank_comment(m: re.Match) -> str:
 _OPCODE = re.compile(r"[A-Za-z_][\w.:]*$")
 _LABEL_PREFIX = re.compile(r"([A-Za-z_$%][\w$%]*)\s*:(?!:)\s*")
 _LABEL_LINE = re.compile(r"[A-Za-z_$%][\w$%]*\s*:$")
+# a label, then a block comment ending the line (the first '*/' is the last)
+_LABEL_THEN_COMMENT = re.compile(r"([A-Za-z_$%][\w$%]*)[ \t]*:(?!:)[ \t]*"
+                                 r"(/\*(?:[^*]|\*(?!/))*\*/)")
 # a label followed on its line by a .loc or .file, which end where their operands end
 _LABEL_THEN_LOC_FILE = re.compile(r"[A-Za-z_$%][\w$%]*\s*:(?!:)\s*\.(?:loc|file)\b")
 _DECL_HEAD = re.compile(r"\.reg((?:\s*\.\w+(?:\s+\d+)?)+)\s+(.*)$", re.S)
@@ -683,6 +686,16 @@ class _FunctionParser:
                     pos = nl + 1
                     line += 1
                     continue
+                if last == "/" and c != "/":
+                    # a label and a block comment (Ocelot's "$BB_1_2: /* $Lt_1_3 */"), as the
+                    # general path reads them: the label, then the comment on its own
+                    m = _LABEL_THEN_COMMENT.fullmatch(s)
+                    if m is not None:
+                        self.label(m.group(1), pos, line)
+                        body.append(Raw(COMMENT, m.group(2), line))
+                        pos = nl + 1
+                        line += 1
+                        continue
                 if c == "." and s.startswith(".loc") and _LOC.fullmatch(s) is not None:
                     self.add_loc(s, line)
                     pos = nl + 1
