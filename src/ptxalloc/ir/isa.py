@@ -221,24 +221,28 @@ def set_plain_roles(instr: Instruction, reads: list[int], first: int, regs: RegT
     if roles is None:
         roles = _ROLES[key] = (first,) + (USE,) * (n - 1)
     instr.roles = roles
+    guard = instr.guard
     if first == DEF:
-        instr.defs = (reads[0],)
+        d = reads[0]
+        instr.defs = (d,)
+        if guard < 0 and n == 2 and len(reads) == 2 and instr.base == "mov":
+            s = reads[1]
+            instr.uses = (s,)
+            if type(ops[1]) is Reg:
+                instr.is_copy = (regs.classes[d] == regs.classes[s]
+                                 and regs.vec[d] == regs.vec[s])
+            return
         uses = reads[1:]
     else:
         instr.defs = ()
         uses = reads
-    if instr.guard >= 0:
-        uses.append(instr.guard)
+    if guard >= 0:
+        uses.append(guard)
     k = len(uses)
     if k < 2 or k == 2 and uses[0] != uses[1]:
         instr.uses = tuple(uses)
     else:
         instr.uses = tuple(dict.fromkeys(uses))
-    if first == DEF and n == 2 and instr.base == "mov" and instr.guard < 0 and len(reads) == 2:
-        ops = instr.ops
-        if type(ops[1]) is Reg:
-            d, s = reads
-            instr.is_copy = regs.classes[d] == regs.classes[s] and regs.vec[d] == regs.vec[s]
 
 
 def _plain_reads(ops: list) -> list[int] | None:

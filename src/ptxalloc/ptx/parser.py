@@ -230,20 +230,22 @@ def _unbalanced_at(text: str) -> int:
     return opened[-1] if opened else -1
 
 
-#: opcode -> (known to the ISA table, exact operand count or None, "bra"/"brx" for a branch
-#: else "", the role of a first register operand under the ISA table's common rule or 0:
-#: ``isa.plain_first_role``), filled on first sight (after checking the opcode's spelling)
-_OPCODE_FACTS: dict[str, tuple[bool, int | None, str, int]] = {}
+#: opcode -> (known to the ISA table, exact operand count or None, the role of a first
+#: register operand under the ISA table's common rule or 0 (``isa.plain_first_role``), and
+#: what the parser does more for it: "bra"/"brx" for a branch, "st.param" for a parameter
+#: store, else ""), filled on first sight (after checking the opcode's spelling)
+_OPCODE_FACTS: dict[str, tuple[bool, int | None, int, str]] = {}
 
 
-def _opcode_facts(opcode: str) -> tuple[bool, int | None, str, int] | None:
+def _opcode_facts(opcode: str) -> tuple[bool, int | None, int, str] | None:
     """The facts of ``opcode`` (see ``_OPCODE_FACTS``); None when it is not spelled as one."""
     if not _OPCODE.match(opcode):
         return None
     known, count = isa.opcode_check(opcode)
     base = opcode.split(".", 1)[0]
-    facts = _OPCODE_FACTS[opcode] = (known, count, base if base in ("bra", "brx") else "",
-                                     isa.plain_first_role(opcode))
+    special = (base if base in ("bra", "brx") else
+               "st.param" if opcode.startswith("st.param") else "")
+    facts = _OPCODE_FACTS[opcode] = (known, count, isa.plain_first_role(opcode), special)
     return facts
 
 
@@ -555,24 +557,26 @@ class _FunctionParser:
         else:
             ops = []
             reads = None
-        known, count, branch, first = facts
+        known, count, first, special = facts
         if count != len(ops) and (count is not None or not known):
             if not known:
                 self.src.warn(f"unknown opcode '{opcode}'", pos, opcode)
             else:
                 self.src.warn(f"'{opcode}' takes {count} operands, not {len(ops)}", pos, opcode)
         instr = Instruction(opcode, ops, guard, neg, line, loc)
-        if opcode.startswith("st.param") and ops and type(ops[0]) is Mem:
-            self.check_param_store(ops[0], pos)
         if self.roles:
             if reads is not None and first:
                 _set_plain_roles(instr, reads, first if type(ops[0]) is Reg else isa.USE,
                                  self.regs)
             else:
                 _classify(instr, self.regs)
-        if branch:
-            target = next((op.text for op in ops if type(op) is Sym), None)
-            self.branches.append((branch, target, pos, self.scope_stack[-1], instr))
+        if special:
+            if special == "st.param":
+                if ops and type(ops[0]) is Mem:
+                    self.check_param_store(ops[0], pos)
+            else:
+                target = next((op.text for op in ops if type(op) is Sym), None)
+                self.branches.append((special, target, pos, self.scope_stack[-1], instr))
         return instr
 
     in_call = False
