@@ -53,6 +53,7 @@ class LinePressure:
 
     @property
     def lines(self) -> list[LineFigure]:
+        """One :class:`LineFigure` per PTX line, in order (built on first use)."""
         if self._lines is None:
             self._lines = [LineFigure(ln, src, r, p, ids if type(ids) is list else [ids])
                            for ln, src, r, p, ids in zip(self.ptx_lines, self._sources,
