@@ -286,6 +286,69 @@ def test_change_scope_rows_are_the_live_sets_above_the_target(prog, target):
     assert scope.by_excess == expected_excess
 
 
+def _eager_picks(a, target: int, remat, remat_costs, costs, max_picks: int = 32) -> list:
+    """"What to change"'s picks as its definition reads: per instruction above the target its
+    excess and live set, and at every step the value freeing the most registers per unit of
+    cost (ties to the lowest register id), gains recomputed from scratch."""
+    p = a.pressure
+    cfg = a.cfg
+    limit = 2 * target
+    excess: list[int] = []
+    masks: list[int] = []
+    for b in cfg.blocks:
+        for k, after in enumerate(a.liveness.live_after(b.id)):
+            units = int(round(2 * p.gpr[b.first + k]))
+            if units > limit:
+                for d in b.instrs[k].defs:
+                    after |= 1 << d
+                excess.append(units - limit)
+                masks.append(after)
+    costs_of = {}
+    for v in sorted({v for m in masks for v in bits(m)}):
+        cost = remat_costs[v] if v in remat else costs[v]
+        if a.fn.regs.classes[v] != RegClass.PRED and p.units[v] and cost != float("inf"):
+            costs_of[v] = cost
+    picks = []
+    while len(picks) < max_picks and any(e > 0 for e in excess):
+        best = None
+        for v, cost in costs_of.items():
+            w = p.units[v]
+            gain = sum(min(w, e) for e, m in zip(excess, masks) if e > 0 and m >> v & 1)
+            if gain and (best is None or (-gain / max(cost, 1e-6), v) < best[0]):
+                best = ((-gain / max(cost, 1e-6), v), v)
+        if best is None:
+            break
+        v = best[1]
+        excess = [e - p.units[v] if e > 0 and m >> v & 1 else e
+                  for e, m in zip(excess, masks)]
+        picks.append((a.fn.regs.names[v], round(costs_of.pop(v), 3)))
+    return picks
+
+
+@settings(max_examples=60, deadline=None)
+@given(prog=programs(), target=st.integers(min_value=1, max_value=4))
+def test_what_to_change_picks_as_the_eager_greedy_does(prog, target):
+    """The lazy greedy over excess classes picks the values the eager greedy over every
+    instruction's live set picks, in the same order, and says "enough" when it is."""
+    import ptxalloc.analysis.explain_peak as ep
+    from ptxalloc.analysis import analyze_function
+    from ptxalloc.target.sm import profile_for
+
+    fn = parse(prog.text(), "random.ptx").functions[0]
+    sm = profile_for("sm_80")
+    a = analyze_function(fn, sm)
+    real = ep.next_step
+    ep.next_step = lambda *args, **kw: target
+    try:
+        shared = ep.remat_and_costs(a)
+        out = ep.what_to_change(a, sm, 128, "test", shared=shared)
+    finally:
+        ep.next_step = real
+    remat, remat_costs, costs = shared
+    got = [(c["name"], c["cost"]) for c in out["candidates"]]
+    assert got == _eager_picks(a, target, remat, remat_costs, costs)
+
+
 @settings(max_examples=60, deadline=None)
 @given(prog=programs(), pick=st.integers(min_value=0))
 def test_cost_terms_for_some_registers_equal_those_for_all(prog, pick):
