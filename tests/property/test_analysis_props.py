@@ -349,6 +349,42 @@ def test_what_to_change_picks_as_the_eager_greedy_does(prog, target):
     assert got == _eager_picks(a, target, remat, remat_costs, costs)
 
 
+@settings(max_examples=80, deadline=None)
+@given(prog=programs())
+def test_pressure_counts_each_live_set_and_peaks_where_a_forward_walk_first_meets_it(prog):
+    """The pressure walk (flags carried from block to block, last block first) counts at every
+    instruction the 32-bit registers live after it or defined by it (a copy whose source stays
+    live counting once), at every block entry its live-in set, and its peak is the first
+    highest point of a walk of the blocks first to last, each from its last instruction to
+    its entry."""
+    fn = parse(prog.text(), "random.ptx").functions[0]
+    cfg = CFG(fn)
+    lv = Liveness(cfg)
+    p = Pressure(cfg, lv, find_tuples(fn, cfg.instrs))
+    classes = fn.regs.classes
+
+    def units(live: int) -> int:
+        return sum(p.units[v] for v in bits(live) if classes[v] != RegClass.PRED)
+
+    order = []
+    for b in cfg.blocks:
+        for k in range(len(b.instrs) - 1, -1, -1):
+            ins = b.instrs[k]
+            after = lv.live_after(b.id)[k]
+            here = after
+            for d in ins.defs:
+                here |= 1 << d
+            if ins.is_copy and ins.uses[0] != ins.defs[0] and after >> ins.uses[0] & 1:
+                here &= ~(1 << ins.defs[0])         # d shares s's register
+            assert 2 * p.gpr[b.first + k] == units(here)
+            order.append((units(here), b.first + k, b.id))
+        assert 2 * p.entry_gpr[b.id] == units(lv.live_in[b.id])
+        order.append((units(lv.live_in[b.id]), -1, b.id))
+    top = max(u for u, _, _ in order)
+    first = next((i, bid) for u, i, bid in order if u == top)
+    assert (p.peak.instr, p.peak.block) == first
+
+
 @settings(max_examples=60, deadline=None)
 @given(prog=programs(), pick=st.integers(min_value=0))
 def test_cost_terms_for_some_registers_equal_those_for_all(prog, pick):
