@@ -241,6 +241,167 @@ def test_live_lengths_count_the_instructions_each_value_is_live_at(prog, pick):
     assert live_lengths(cfg, lv, want) == expected
 
 
+@settings(max_examples=60, deadline=None)
+@given(prog=programs(), target=st.integers(min_value=0, max_value=4))
+def test_change_scope_rows_are_the_live_sets_above_the_target(prog, target):
+    """``what to change``'s rows, found per live segment, hold each value at exactly the
+    instructions above the target whose live-after set or definitions hold it, and the
+    excess classes partition those instructions by their excess."""
+    from ptxalloc.analysis.explain_peak import change_scope
+
+    fn = parse(prog.text(), "random.ptx").functions[0]
+    cfg = CFG(fn)
+    lv = Liveness(cfg)
+    p = Pressure(cfg, lv, find_tuples(fn, cfg.instrs))
+
+    class _A:                       # the analysis fields change_scope reads
+        pressure, liveness = p, lv
+    _A.cfg = cfg
+
+    class _SM:                      # a target whose next occupancy step is ``target``
+        pass
+    import ptxalloc.analysis.explain_peak as ep
+    real = ep.next_step
+    ep.next_step = lambda *a, **k: target
+    try:
+        scope = change_scope(_A, _SM, 128)
+    finally:
+        ep.next_step = real
+    limit = 2 * target
+    expected_rows: dict[int, int] = {}
+    expected_excess: dict[int, int] = {}
+    for b in cfg.blocks:
+        for k, (ins, after) in enumerate(zip(b.instrs, lv.live_after(b.id))):
+            i = b.first + k
+            e = int(round(2 * p.gpr[i])) - limit
+            if e <= 0:
+                continue
+            expected_excess[e] = expected_excess.get(e, 0) | 1 << i
+            here = after
+            for d in ins.defs:
+                here |= 1 << d
+            for v in bits(here):
+                expected_rows[v] = expected_rows.get(v, 0) | 1 << i
+    assert scope.rows == expected_rows
+    assert scope.by_excess == expected_excess
+
+
+def _eager_picks(a, target: int, remat, remat_costs, costs, max_picks: int = 32) -> list:
+    """"What to change"'s picks as its definition reads: per instruction above the target its
+    excess and live set, and at every step the value freeing the most registers per unit of
+    cost (ties to the lowest register id), gains recomputed from scratch."""
+    p = a.pressure
+    cfg = a.cfg
+    limit = 2 * target
+    excess: list[int] = []
+    masks: list[int] = []
+    for b in cfg.blocks:
+        for k, after in enumerate(a.liveness.live_after(b.id)):
+            units = int(round(2 * p.gpr[b.first + k]))
+            if units > limit:
+                for d in b.instrs[k].defs:
+                    after |= 1 << d
+                excess.append(units - limit)
+                masks.append(after)
+    costs_of = {}
+    for v in sorted({v for m in masks for v in bits(m)}):
+        cost = remat_costs[v] if v in remat else costs[v]
+        if a.fn.regs.classes[v] != RegClass.PRED and p.units[v] and cost != float("inf"):
+            costs_of[v] = cost
+    picks = []
+    while len(picks) < max_picks and any(e > 0 for e in excess):
+        best = None
+        for v, cost in costs_of.items():
+            w = p.units[v]
+            gain = sum(min(w, e) for e, m in zip(excess, masks) if e > 0 and m >> v & 1)
+            if gain and (best is None or (-gain / max(cost, 1e-6), v) < best[0]):
+                best = ((-gain / max(cost, 1e-6), v), v)
+        if best is None:
+            break
+        v = best[1]
+        excess = [e - p.units[v] if e > 0 and m >> v & 1 else e
+                  for e, m in zip(excess, masks)]
+        picks.append((a.fn.regs.names[v], round(costs_of.pop(v), 3)))
+    return picks
+
+
+@settings(max_examples=60, deadline=None)
+@given(prog=programs(), target=st.integers(min_value=1, max_value=4))
+def test_what_to_change_picks_as_the_eager_greedy_does(prog, target):
+    """The lazy greedy over excess classes picks the values the eager greedy over every
+    instruction's live set picks, in the same order, and says "enough" when it is."""
+    import ptxalloc.analysis.explain_peak as ep
+    from ptxalloc.analysis import analyze_function
+    from ptxalloc.target.sm import profile_for
+
+    fn = parse(prog.text(), "random.ptx").functions[0]
+    sm = profile_for("sm_80")
+    a = analyze_function(fn, sm)
+    real = ep.next_step
+    ep.next_step = lambda *args, **kw: target
+    try:
+        shared = ep.remat_and_costs(a)
+        out = ep.what_to_change(a, sm, 128, "test", shared=shared)
+    finally:
+        ep.next_step = real
+    remat, remat_costs, costs = shared
+    got = [(c["name"], c["cost"]) for c in out["candidates"]]
+    assert got == _eager_picks(a, target, remat, remat_costs, costs)
+
+
+@settings(max_examples=80, deadline=None)
+@given(prog=programs())
+def test_pressure_counts_each_live_set_and_peaks_where_a_forward_walk_first_meets_it(prog):
+    """The pressure walk (flags carried from block to block, last block first) counts at every
+    instruction the 32-bit registers live after it or defined by it (a copy whose source stays
+    live counting once), at every block entry its live-in set, and its peak is the first
+    highest point of a walk of the blocks first to last, each from its last instruction to
+    its entry."""
+    fn = parse(prog.text(), "random.ptx").functions[0]
+    cfg = CFG(fn)
+    lv = Liveness(cfg)
+    p = Pressure(cfg, lv, find_tuples(fn, cfg.instrs))
+    classes = fn.regs.classes
+
+    def units(live: int) -> int:
+        return sum(p.units[v] for v in bits(live) if classes[v] != RegClass.PRED)
+
+    order = []
+    for b in cfg.blocks:
+        for k in range(len(b.instrs) - 1, -1, -1):
+            ins = b.instrs[k]
+            after = lv.live_after(b.id)[k]
+            here = after
+            for d in ins.defs:
+                here |= 1 << d
+            if ins.is_copy and ins.uses[0] != ins.defs[0] and after >> ins.uses[0] & 1:
+                here &= ~(1 << ins.defs[0])         # d shares s's register
+            assert 2 * p.gpr[b.first + k] == units(here)
+            order.append((units(here), b.first + k, b.id))
+        assert 2 * p.entry_gpr[b.id] == units(lv.live_in[b.id])
+        order.append((units(lv.live_in[b.id]), -1, b.id))
+    top = max(u for u, _, _ in order)
+    first = next((i, bid) for u, i, bid in order if u == top)
+    assert (p.peak.instr, p.peak.block) == first
+
+
+@settings(max_examples=60, deadline=None)
+@given(prog=programs(), pick=st.integers(min_value=0))
+def test_cost_terms_for_some_registers_equal_those_for_all(prog, pick):
+    """The spill-cost terms found for a bitset of registers only are, for those registers,
+    bit for bit the terms found for every register."""
+    from ptxalloc.analysis.costs import cost_terms
+
+    fn = parse(prog.text(), "random.ptx").functions[0]
+    cfg = CFG(fn)
+    lv = Liveness(cfg)
+    want = pick & ((1 << len(fn.regs)) - 1)
+    full = cost_terms(cfg, lv)
+    some = cost_terms(cfg, lv, want)
+    for v in bits(want):
+        assert [t[v] for t in some] == [t[v] for t in full]
+
+
 # --- (b) MaxLive and cliques on straight-line code ---------------------------------------------
 
 

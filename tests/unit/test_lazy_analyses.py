@@ -32,13 +32,28 @@ def test_costs_with_rematerialization_reuse_the_terms(monkeypatch):
     calls = []
     real = analysis.cost_terms
     monkeypatch.setattr(analysis, "cost_terms", lambda *x: calls.append(x) or real(*x))
-    remat, with_remat = remat_and_costs(a)
+    remat, with_remat, plain = remat_and_costs(a)
     assert remat, "the test wants a function with rematerializable values"
     assert a.costs == analysis.spill_costs(a.cfg, a.liveness, a.mem_latency)
     from ptxalloc.spill.remat import COMPUTE_COST
     assert with_remat == analysis.spill_costs(a.cfg, a.liveness, a.mem_latency,
                                               {v: COMPUTE_COST for v in remat})
-    assert with_remat != a.costs and len(calls) == 1
+    assert with_remat != a.costs and plain is a.costs and len(calls) == 1
+
+
+def test_report_costs_of_some_values_equal_the_full_costs():
+    """``analyze`` computes the costs of the values it shows only (a bitset): those equal
+    the costs computed for every register, with and without rematerialization."""
+    from ptxalloc.analysis.explain_peak import remat_and_costs
+
+    fn = parse_file(str(DATA / "loops_sm80.ptx")).functions[1]
+    a = analyze_function(fn, profile_for("sm_80"))
+    remat, with_remat, plain = remat_and_costs(a)
+    picked = range(0, len(fn.regs), 3)
+    some_remat, some_with, some_plain = remat_and_costs(a, sum(1 << v for v in picked))
+    assert some_remat == remat
+    assert some_with == {v: with_remat[v] for v in picked}
+    assert some_plain == {v: plain[v] for v in picked}
 
 
 def test_pressure_by_class_on_first_use_sums_to_gpr():

@@ -739,3 +739,30 @@ def test_one_address_object_per_text_resolved_in_its_scope():
     assert fn.regs.names[inner.base.v] == fn.regs.names[outer.base.v] == "%rd1"
     assert [ins.uses for ins in loads] == [(outer.base.v,), (outer.base.v,), (inner.base.v,),
                                            (outer.base.v,)]
+
+
+def test_label_then_block_comment_reads_as_the_general_path_does():
+    """Ocelot writes ``$BB_1_2: /* $Lt_1_3 */`` on one line: the fast path for it gives the
+    same statements as the token-by-token path (here reached by a second comment on the
+    line), and a duplicate label is warned about at the label's own column."""
+    def body(label_line: str):
+        text = (".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n"
+                "\t.reg .b32 %r<2>;\n\tmov.u32 %r0, 1;\n" + label_line +
+                "\tadd.u32 %r1, %r0, 1;\n$L:\n\tret;\n}\n")
+        module = parse(text, "k.ptx")
+        out = []
+        for s in module.functions[0].body:
+            if type(s) is Label:
+                out.append(("label", s.name, s.line))
+            elif type(s) is Raw:
+                out.append((s.kind, s.text, s.line))
+            else:
+                out.append(("instr", s.opcode, s.line))
+        return out, [(w.line, w.column, w.message) for w in module.warnings]
+
+    fast, fast_warnings = body("$L:\t\t\t/* $Lt_1_3 * / */\n")
+    general, general_warnings = body("$L:\t\t\t/* $Lt_1_3 * / */ /**/\n")
+    assert fast == [x for x in general if x != (COMMENT, "/**/", 8)]
+    assert ("label", "$L", 8) in fast and (COMMENT, "/* $Lt_1_3 * / */", 8) in fast
+    assert fast_warnings == general_warnings
+    assert fast_warnings[0][:2] == (10, 1) and "defined twice" in fast_warnings[0][2]

@@ -61,9 +61,16 @@ class FunctionAnalysis:
     def costs(self) -> list[float]:
         """The spill cost of each register (computed on first use)."""
         if self._costs is None:
-            remat, no_spill = self._cost_inputs
-            self._costs = costs_from_terms(self.cost_terms, self.mem_latency, remat, no_spill)
+            self._costs = self.costs_from(self.cost_terms)
         return self._costs
+
+    def costs_from(self, terms: tuple[list[float], ...],
+                   values: list[int] | None = None) -> list[float] | dict[int, float]:
+        """The costs as :attr:`costs` has them (this analysis's rematerialization and no-spill
+        inputs) from ``terms`` (:func:`~ptxalloc.analysis.costs.cost_terms`), of every
+        register or, as a dict, of ``values`` (a report's few)."""
+        remat, no_spill = self._cost_inputs
+        return costs_from_terms(terms, self.mem_latency, remat, no_spill, values)
 
     @property
     def cost_terms(self) -> tuple[list[float], ...]:

@@ -53,11 +53,13 @@ def spill_costs(cfg: CFG, liveness: Liveness, mem_latency: float,
     return costs_from_terms(cost_terms(cfg, liveness), mem_latency, remat, no_spill)
 
 
-def cost_terms(cfg: CFG, liveness: Liveness) -> tuple[list[float], ...]:
+def cost_terms(cfg: CFG, liveness: Liveness, want: int = -1) -> tuple[list[float], ...]:
     """Per register, the terms of the formula that depend on the function alone: definition
     frequency, use frequency, the average loop multiplier and the class factor (1.0 or
     ``WIDE_FACTOR``). Costs under other ``remat`` inputs (``analyze`` wants them with and
-    without rematerialization) reuse them."""
+    without rematerialization) reuse them. The loop multiplier (a walk over every value live in
+    every block) is found for the registers of the bitset ``want`` only (default: all); the
+    others get 1.0, so their costs mean nothing."""
     fn = cfg.fn
     n = len(fn.regs)
     def_freq = [0.0] * n
@@ -66,17 +68,20 @@ def cost_terms(cfg: CFG, liveness: Liveness) -> tuple[list[float], ...]:
     freq_sum = [0.0] * n
     for b in cfg.blocks:
         f = b.freq
-        mention = liveness.live_in[b.id] | liveness.live_out[b.id]
+        # every register the block mentions: a use is live in or follows a definition, and
+        # the unguarded definitions are the block's kill set (no bit set per operand)
+        mention = liveness.live_in[b.id] | liveness.live_out[b.id] | liveness.kill[b.id]
         for ins in b.instrs:
             for d in ins.defs:
                 def_freq[d] += f
-                mention |= 1 << d
             for u in ins.uses:
                 use_freq[u] += f
-                mention |= 1 << u
+            if ins.guard >= 0:
+                for d in ins.defs:
+                    mention |= 1 << d
         if f > 0.0:
             w = f * LOOP_DEPTH_BASE ** b.depth
-            for v in bits(mention):
+            for v in bits(mention & want):
                 loop_sum[v] += w
                 freq_sum[v] += f
     mult = [s / f if f > 0.0 else 1.0 for s, f in zip(loop_sum, freq_sum)]
@@ -88,15 +93,23 @@ def cost_terms(cfg: CFG, liveness: Liveness) -> tuple[list[float], ...]:
 
 def costs_from_terms(terms: tuple[list[float], ...], mem_latency: float,
                      remat: dict[int, float] | None = None,
-                     no_spill: set[int] | frozenset[int] = frozenset()) -> list[float]:
+                     no_spill: set[int] | frozenset[int] = frozenset(),
+                     values: list[int] | None = None) -> list[float] | dict[int, float]:
     """The spill cost of every register from the function's :func:`cost_terms` (a factor of
-    1.0 multiplies exactly: the costs are those of the formula as written)."""
+    1.0 multiplies exactly: the costs are those of the formula as written); with ``values``,
+    of those registers only, as a dict (a report shows a few)."""
     def_freq, use_freq, mults, factors = terms
-    costs = [min(max(d * u * mem_latency * m * k, 0.0), MAX_COST)
-             for d, u, m, k in zip(def_freq, use_freq, mults, factors)]
+    if values is None:
+        costs = [min(max(d * u * mem_latency * m * k, 0.0), MAX_COST)
+                 for d, u, m, k in zip(def_freq, use_freq, mults, factors)]
+    else:
+        costs = {v: min(max(def_freq[v] * use_freq[v] * mem_latency * mults[v] * factors[v],
+                            0.0), MAX_COST) for v in values}
     if remat:
         for v, r in remat.items():
-            costs[v] = min(max(use_freq[v] * r * mults[v] * factors[v], 0.0), MAX_COST)
+            if values is None or v in costs:
+                costs[v] = min(max(use_freq[v] * r * mults[v] * factors[v], 0.0), MAX_COST)
     for v in no_spill:
-        costs[v] = INFINITE
+        if values is None or v in costs:
+            costs[v] = INFINITE
     return costs

@@ -32,12 +32,34 @@ class LineFigure:
                 "registers": self.registers, "predicates": self.predicates}
 
 
-@dataclass
 class LinePressure:
-    lines: list[LineFigure]
-    source_lines: list[dict]
-    histogram: dict[int, int]
-    peaks: list[dict]
+    """The per-line view: PTX lines in order with their figures (``ptx_lines``,
+    ``registers``, ``predicates``), the source lines, the histogram and the distinct peaks.
+    :attr:`lines` (a :class:`LineFigure` per line, with its source and instruction ids) is
+    built on first use: ``analyze`` without ``--lines`` prints only the peaks (issue 16)."""
+
+    def __init__(self, ptx_lines: list[int], registers: list[int], predicates: list[int],
+                 members: list, sources: list, source_lines: list[dict],
+                 histogram: dict[int, int], peaks: list[dict]):
+        self.ptx_lines = ptx_lines
+        self.registers = registers
+        self.predicates = predicates
+        self._members = members          # per line: its instruction id, or a list of them
+        self._sources = sources          # per line: its first instruction's source, or None
+        self.source_lines = source_lines
+        self.histogram = histogram
+        self.peaks = peaks
+        self._lines: list[LineFigure] | None = None
+
+    @property
+    def lines(self) -> list[LineFigure]:
+        """One :class:`LineFigure` per PTX line, in order (built on first use)."""
+        if self._lines is None:
+            self._lines = [LineFigure(ln, src, r, p, ids if type(ids) is list else [ids])
+                           for ln, src, r, p, ids in zip(self.ptx_lines, self._sources,
+                                                         self.registers, self.predicates,
+                                                         self._members)]
+        return self._lines
 
     def as_dict(self) -> dict:
         return {"lines": [x.as_dict() for x in self.lines],
@@ -53,9 +75,16 @@ def line_pressure(cfg, pressure, files: dict[int, str], max_peaks: int = 5) -> L
     gpr = pressure.gpr
     pred = pressure.pred
     entry_of = {b.first: b.id for b in cfg.blocks if b.instrs}
-    by_line: dict[int, LineFigure] = {}
+    # per PTX line (in the order first met): its slot in parallel lists
+    slot: dict[int, int] = {}
+    ptx_lines: list[int] = []
+    registers: list[int] = []
+    predicates: list[int] = []
+    members: list = []
+    sources: list = []
     histogram: dict[int, int] = {}
     per_source: dict[tuple, list] = {}
+    ceil = math.ceil
     for i, ins in enumerate(instrs):
         regs = gpr[i]
         preds = pred[i]
@@ -63,56 +92,75 @@ def line_pressure(cfg, pressure, files: dict[int, str], max_peaks: int = 5) -> L
         if b is not None:
             regs = max(regs, pressure.entry_gpr[b])
             preds = max(preds, pressure.entry_pred[b])
-        whole = math.ceil(regs)
+        whole = ceil(regs)
         histogram[whole] = histogram.get(whole, 0) + 1
-        fig = by_line.get(ins.line)
-        if fig is None:
-            fig = by_line[ins.line] = LineFigure(ins.line, source_of(ins.loc, files), whole,
-                                                 preds)
-        else:
-            fig.registers = max(fig.registers, whole)
-            fig.predicates = max(fig.predicates, preds)
-        fig.instructions.append(i)
+        line = ins.line
         loc = ins.loc
-        if loc is not None:
-            src = fig.source if fig.instructions[0] == i else source_of(loc, files)
+        src = None if loc is None else source_of(loc, files)
+        k = slot.get(line)
+        if k is None:
+            slot[line] = len(ptx_lines)
+            ptx_lines.append(line)
+            registers.append(whole)
+            predicates.append(preds)
+            members.append(i)
+            sources.append(src)
+        else:
+            if whole > registers[k]:
+                registers[k] = whole
+            if preds > predicates[k]:
+                predicates[k] = preds
+            ids = members[k]
+            if type(ids) is list:
+                ids.append(i)
+            else:
+                members[k] = [ids, i]
+        if src is not None:
             places = [(src["file"], src["line"])]
             places += [(at["file"], at["line"]) for at in src.get("inlined_at", ())]
             for key in places:
                 row = per_source.get(key)
                 if row is None:
-                    per_source[key] = [whole, preds, 1, ins.line]
+                    per_source[key] = [whole, preds, 1, line]
                 else:
                     if whole > row[0]:
                         row[0] = whole
-                        row[3] = ins.line
+                        row[3] = line
                     row[1] = max(row[1], preds)
                     row[2] += 1
-    lines = [by_line[k] for k in sorted(by_line)]
+    order = sorted(range(len(ptx_lines)), key=ptx_lines.__getitem__)
+    if order != list(range(len(order))):
+        ptx_lines, registers, predicates, members, sources = (
+            [col[k] for k in order] for col in (ptx_lines, registers, predicates, members,
+                                                 sources))
     source_lines = [{"file": f, "line": ln, "max_registers": r[0], "max_predicates": r[1],
                      "instructions": r[2], "ptx_line_of_max": r[3]}
                     for (f, ln), r in sorted(per_source.items())]
-    return LinePressure(lines, source_lines, histogram, distinct_peaks(lines, max_peaks))
+    peaks = distinct_peaks(ptx_lines, registers, sources, max_peaks)
+    return LinePressure(ptx_lines, registers, predicates, members, sources, source_lines,
+                        histogram, peaks)
 
 
-def distinct_peaks(lines: list[LineFigure], count: int) -> list[dict]:
-    """The ``count`` highest distinct peaks of the line sequence (highest first, then
-    earliest): ``{"registers", "first_ptx_line", "last_ptx_line", "source"}``.
+def distinct_peaks(ptx_lines: list[int], registers: list[int], sources: list,
+                   count: int) -> list[dict]:
+    """The ``count`` highest distinct peaks of the line sequence (per line in order: its PTX
+    line, registers and source), highest first, then earliest: ``{"registers",
+    "first_ptx_line", "last_ptx_line", "source"}``.
 
     A plateau (consecutive lines at one pressure, both neighbours lower) is a candidate; two
     neighbouring candidates are one peak unless the pressure between them drops by at least
     :func:`dip` below the lower of the two (a saw-tooth 74, 73, 74, 73 is one peak). The merged
     peak spans both and keeps the location of its first highest plateau."""
-    n = len(lines)
+    n = len(registers)
     found = []                  # [height, first index, last index, index of the top]
     i = 0
     while i < n:
         j = i
-        height = lines[i].registers
-        while j + 1 < n and lines[j + 1].registers == height:
+        height = registers[i]
+        while j + 1 < n and registers[j + 1] == height:
             j += 1
-        left = lines[i - 1].registers if i > 0 else -1
-        right = lines[j + 1].registers if j + 1 < n else -1
+        left = registers[i - 1] if i > 0 else -1
+        right = registers[j + 1] if j + 1 < n else -1
         if left < height and right < height:
             found.append([height, i, j, i])
         i = j + 1
@@ -120,15 +168,15 @@ def distinct_peaks(lines: list[LineFigure], count: int) -> list[dict]:
     for pk in found:
         if merged:
             last = merged[-1]
-            valley = min(x.registers for x in lines[last[2] + 1:pk[1]])
+            valley = min(registers[last[2] + 1:pk[1]])
             if valley > min(last[0], pk[0]) - dip(min(last[0], pk[0])):
                 if pk[0] > last[0]:
                     last[0], last[3] = pk[0], pk[3]
                 last[2] = pk[2]
                 continue
         merged.append(pk)
-    peaks = [{"registers": h, "first_ptx_line": lines[a].ptx_line,
-              "last_ptx_line": lines[b].ptx_line, "source": lines[top].source}
+    peaks = [{"registers": h, "first_ptx_line": ptx_lines[a],
+              "last_ptx_line": ptx_lines[b], "source": sources[top]}
              for h, a, b, top in merged]
     peaks.sort(key=lambda p: (-p["registers"], p["first_ptx_line"]))
     return peaks[:count]

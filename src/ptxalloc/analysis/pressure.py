@@ -52,9 +52,13 @@ class Pressure:
         n = len(regs)
         units = [0] * n
         is_pred = [False] * n
-        for v in range(n):
-            is_pred[v] = classes[v] == RegClass.PRED
-            units[v] = vreg_shape(classes[v], regs.vec[v]).units
+        shape_units: dict[tuple, int] = {}       # (class, arity) -> units, found once each
+        for v, (c, k) in enumerate(zip(classes, regs.vec)):
+            is_pred[v] = c == RegClass.PRED
+            u = shape_units.get((c, k))
+            if u is None:
+                u = shape_units[c, k] = vreg_shape(c, k).units
+            units[v] = u
         for v in bits(exclude):             # counted in neither file (uniform registers)
             is_pred[v] = False
             units[v] = 0
@@ -92,7 +96,14 @@ class Pressure:
     def _walk(self, split_classes: bool):
         """One backward walk of every block: (gpr, pred, per-class units or None, the peak
         (units, instruction id, block, index in block), the predicate peak, and per block the
-        pressure of its live-in set: general registers, predicates)."""
+        pressure of its live-in set: general registers, predicates).
+
+        The live set is one flag per register (a bytearray: no big-int operation per operand),
+        carried from block to block: the blocks are walked last first, so a block starts from
+        the live-in set of the block after it, and only the registers where that differs from
+        its own live-out set are flipped (few: most blocks fall through). The peak is the one
+        a walk of the blocks first to last finds first (the highest, then the earliest block,
+        then, in a block, the last instruction, then its entry)."""
         cfg = self.cfg
         liveness, is_pred, group, gunits = self._walk_inputs
         units = self.units
@@ -112,77 +123,79 @@ class Pressure:
         inline = [not split_classes and g < 0 for g in group]
         weight = [0 if p else u for p, u in zip(is_pred, units)]
         pcount = [1 if p else 0 for p in is_pred]
-        # a live-out set is counted with one popcount per register width, not value by value
-        by_weight: dict[int, int] = {}
-        pred_mask = 0
-        slow = 0
-        for v in range(len(group)):
-            if not inline[v]:
-                slow |= 1 << v
-            elif is_pred[v]:
-                pred_mask |= 1 << v
-            elif weight[v]:
-                by_weight[weight[v]] = by_weight.get(weight[v], 0) | 1 << v
+        live = bytearray(len(group))       # the live set, one flag per register
+        state = 0                          # the same set as a bitset, between blocks
+        unit_sum = 0
+        pred_sum = 0
+        cls_units = [0] * len(RegClass)
+        gcount: dict[int, int] = {}
 
-        for b in cfg.blocks:
-            # counters for the set live after the current instruction
-            live = liveness.live_out[b.id]
-            unit_sum = 0
-            pred_sum = 0
-            cls_units = [0] * len(RegClass)
-            gcount: dict[int, int] = {}
-
-            def add(v: int) -> None:
-                nonlocal unit_sum, pred_sum
-                if is_pred[v]:
-                    pred_sum += 1
+        def add(v: int) -> None:
+            nonlocal unit_sum, pred_sum
+            if is_pred[v]:
+                pred_sum += 1
+                return
+            g = group[v]
+            if g >= 0:
+                c = gcount.get(g, 0)
+                gcount[g] = c + 1
+                if c:
                     return
-                g = group[v]
-                if g >= 0:
-                    c = gcount.get(g, 0)
-                    gcount[g] = c + 1
-                    if c:
-                        return
-                    w = gunits[g]
-                else:
-                    w = units[v]
-                unit_sum += w
-                cls_units[cls_index[v]] += w
+                w = gunits[g]
+            else:
+                w = units[v]
+            unit_sum += w
+            cls_units[cls_index[v]] += w
 
-            def remove(v: int) -> None:
-                nonlocal unit_sum, pred_sum
-                if is_pred[v]:
-                    pred_sum -= 1
+        def remove(v: int) -> None:
+            nonlocal unit_sum, pred_sum
+            if is_pred[v]:
+                pred_sum -= 1
+                return
+            g = group[v]
+            if g >= 0:
+                c = gcount[g] - 1
+                gcount[g] = c
+                if c:
                     return
-                g = group[v]
-                if g >= 0:
-                    c = gcount[g] - 1
-                    gcount[g] = c
-                    if c:
-                        return
-                    w = gunits[g]
-                else:
-                    w = units[v]
-                unit_sum -= w
-                cls_units[cls_index[v]] -= w
+                w = gunits[g]
+            else:
+                w = units[v]
+            unit_sum -= w
+            cls_units[cls_index[v]] -= w
 
-            unit_sum = sum(w * (live & m).bit_count() for w, m in by_weight.items())
-            pred_sum = (live & pred_mask).bit_count()
-            for v in bits(live & slow):
-                add(v)
+        for b in reversed(cfg.blocks):
+            out = liveness.live_out[b.id]
+            if state != out:
+                for v in bits(state ^ out):
+                    if live[v]:
+                        live[v] = 0
+                        if inline[v]:
+                            unit_sum -= weight[v]
+                            pred_sum -= pcount[v]
+                        else:
+                            remove(v)
+                    else:
+                        live[v] = 1
+                        if inline[v]:
+                            unit_sum += weight[v]
+                            pred_sum += pcount[v]
+                        else:
+                            add(v)
+            top = (-1, -1, -1, -1)         # this block's peak, found as a forward walk would
             instrs = b.instrs
             for k in range(len(instrs) - 1, -1, -1):
                 ins = instrs[k]
                 i = b.first + k
                 defs = ins.defs
                 # the defs join the live-after set for this point
-                extra = [d for d in defs if not live >> d & 1] if defs else defs
+                extra = [d for d in defs if not live[d]] if defs else defs
                 if ins.is_copy:
                     d, s_ = defs[0], ins.uses[0]
-                    if d != s_ and live >> s_ & 1:
+                    if d != s_ and live[s_]:
                         if extra:
                             extra = []             # d shares s's register
-                        elif live >> d & 1:
+                        elif live[d]:
                             extra = None           # d and s live after: count once
                 if extra is None:
                     remove(defs[0])
@@ -218,35 +231,38 @@ class Pressure:
                                 by_class_units[c][i] = w
                 gpr[i] = u / 2
                 pred[i] = p
-                if u > best[0]:
-                    best = (u, i, b.id, k)
+                if u > top[0]:
+                    top = (u, i, b.id, k)
                 if p > best_pred:
                     best_pred = p
                 # step to the live-before set
                 if ins.guard < 0:
                     for d in defs:
-                        if live >> d & 1:
-                            live &= ~(1 << d)
+                        if live[d]:
+                            live[d] = 0
                             if inline[d]:
                                 unit_sum -= weight[d]
                                 pred_sum -= pcount[d]
                             else:
                                 remove(d)
                 for v in ins.uses:
-                    if not live >> v & 1:
-                        live |= 1 << v
+                    if not live[v]:
+                        live[v] = 1
                         if inline[v]:
                             unit_sum += weight[v]
                             pred_sum += pcount[v]
                         else:
                             add(v)
-            # block entry: live-in
+            # block entry: live-in (what the walk reached: gen | (live-out & ~kill))
+            state = liveness.live_in[b.id]
             entry_gpr[b.id] = unit_sum / 2
             entry_pred[b.id] = pred_sum
-            if unit_sum > best[0]:
-                best = (unit_sum, -1, b.id, -1)
+            if unit_sum > top[0]:
+                top = (unit_sum, -1, b.id, -1)
             if pred_sum > best_pred:
                 best_pred = pred_sum
+            if top[0] >= best[0]:           # an earlier block wins a tie
+                best = top
         return gpr, pred, by_class_units, best, best_pred, entry_gpr, entry_pred
 
     def _peak_point(self, liveness: Liveness, best, group) -> PressurePoint:

@@ -71,8 +71,9 @@ def find_tuples(fn: Function, instrs: list[Instruction] | None = None) -> TupleI
     regs = fn.regs
     info = TupleInfo()
     group_of = info.group_of
+    tuple_bases = isa.TUPLE_BASES
     for ins in (instrs if instrs is not None else fn.instructions()):
-        if not ins.ops:
+        if not ins.ops or ins.base not in tuple_bases:
             continue
         for vec, align in isa.tuple_operands(ins, regs):
             got = _layout(vec, regs)

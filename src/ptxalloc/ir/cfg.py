@@ -115,8 +115,7 @@ class CFG:
                 block_of.append(cur.id)
                 instrs.append(s)
                 cur.instrs.append(s)
-                op = s.opcode
-                if op[0] in "bret" and op.split(".", 1)[0] in _TERMINATORS:
+                if s.base in _TERMINATORS:
                     ends.append((cur.id, s))
                     open_block = False
             elif t is Label:

@@ -196,40 +196,73 @@ def _call_roles(instr: Instruction) -> tuple[int, ...]:
     return tuple(roles)
 
 
-def _simple_roles(instr: Instruction, ops: list, first: int, roles: tuple) -> bool:
-    """The common case of ``Instruction.set_roles``, done inline for speed: a plain register,
-    immediate or symbol destination and plain register, immediate, symbol or ``[reg+off]``
-    sources. Returns False, having set nothing, for anything else."""
-    op = ops[0]
-    t = type(op)
-    if t is Reg:
-        if op.comp:
-            return False
-        defs: tuple = (op.v,) if first & DEF else ()
-        uses = [op.v] if first & USE else []
-    elif t is Imm or t is Sym:
-        defs = ()
-        uses = []
-    elif t is Mem and not op.rest:
-        defs = ()
-        uses = [op.base.v] if type(op.base) is Reg else []
+def plain_first_role(opc: str) -> int:
+    """The role of ``opc``'s first operand when that operand is a register and the
+    instruction's roles follow the common rule (the first operand defined or used, every
+    other used): DEF or USE; 0 for what :func:`classify` decides otherwise (an unknown opcode,
+    ``call``, ``wgmma``, ``tcgen05.ld.red``)."""
+    base, known, may_define = _OPCODES.get(opc) or _opcode_facts(opc)
+    if not known or base in ("call", "wgmma") or opc.startswith("tcgen05.ld.red"):
+        return 0
+    return DEF if may_define else USE
+
+
+def set_plain_roles(instr: Instruction, reads: list[int], first: int, regs: RegTable) -> None:
+    """Roles, ``defs``, ``uses`` and ``is_copy`` of an instruction whose operands are all
+    plain -- a register without component, an immediate, a symbol, an address ``[reg+off]`` --
+    and whose opcode follows the common rule: ``first`` is :func:`plain_first_role` when the
+    first operand is a register (USE otherwise), ``reads`` every register its operands name,
+    in order (an address's base included). The parser calls it with the registers it found
+    while splitting the operands; :func:`classify` with those it collects."""
+    ops = instr.ops
+    n = len(ops)
+    key = (first, 1, n)
+    roles = _ROLES.get(key)
+    if roles is None:
+        roles = _ROLES[key] = (first,) + (USE,) * (n - 1)
+    instr.roles = roles
+    guard = instr.guard
+    if first == DEF:
+        d = reads[0]
+        instr.defs = (d,)
+        if guard < 0 and n == 2 and len(reads) == 2 and instr.base == "mov":
+            s = reads[1]
+            instr.uses = (s,)
+            if type(ops[1]) is Reg:
+                instr.is_copy = (regs.classes[d] == regs.classes[s]
+                                 and regs.vec[d] == regs.vec[s])
+            return
+        uses = reads[1:]
     else:
-        return False
-    for op in ops[1:]:
+        instr.defs = ()
+        uses = reads
+    if guard >= 0:
+        uses.append(guard)
+    k = len(uses)
+    if k < 2 or k == 2 and uses[0] != uses[1]:
+        instr.uses = tuple(uses)
+    else:
+        instr.uses = tuple(dict.fromkeys(uses))
+
+
+def _plain_reads(ops: list) -> list[int] | None:
+    """The registers the operands name when every one is plain (see :func:`set_plain_roles`),
+    else None."""
+    reads = []
+    for op in ops:
         t = type(op)
         if t is Reg:
-            uses.append(op.v)
-        elif t is Mem and not op.rest:
+            if op.comp:
+                return None
+            reads.append(op.v)
+        elif t is Mem:
+            if op.rest:
+                return None
             if type(op.base) is Reg:
-                uses.append(op.base.v)
+                reads.append(op.base.v)
         elif t is not Imm and t is not Sym:
-            return False
-    if instr.guard >= 0:
-        uses.append(instr.guard)
-    instr.roles = roles
-    instr.defs = defs
-    instr.uses = tuple(uses) if len(uses) < 2 else tuple(dict.fromkeys(uses))
-    return True
+            return None
+    return reads
 
 
 def classify(instr: Instruction, regs: RegTable) -> None:
@@ -254,12 +287,16 @@ def classify(instr: Instruction, regs: RegTable) -> None:
         first = USEDEF
     elif base == "tcgen05" and opc.startswith("tcgen05.ld.red") and len(ops) > 1:
         n_defs = 2          # r and redval (section 9.7.16.8.3)
+    if n_defs == 1 and first != USEDEF:
+        reads = _plain_reads(ops)
+        if reads is not None:
+            set_plain_roles(instr, reads, first if type(ops[0]) is Reg else USE, regs)
+            return
     key = (first, n_defs, len(ops))
     roles = _ROLES.get(key)
     if roles is None:
         roles = _ROLES[key] = (first,) * n_defs + (USE,) * (len(ops) - n_defs)
-    if n_defs != 1 or not _simple_roles(instr, ops, first, roles):
-        instr.set_roles(roles)
+    instr.set_roles(roles)
     if (base == "mov" and len(ops) == 2 and instr.guard < 0 and type(ops[0]) is Reg
             and type(ops[1]) is Reg and not ops[0].comp and not ops[1].comp):
         d, s = ops[0].v, ops[1].v
@@ -283,6 +320,10 @@ def _tuple_registers(vec: Vec, regs: RegTable | None) -> int:
 
 def _pow2_at_least(n: int) -> int:
     return 1 << (n - 1).bit_length()
+
+
+#: The base opcodes :func:`tuple_operands` finds tuples in (any other has none).
+TUPLE_BASES = _MEMORY_TUPLES | frozenset(_FRAGMENT_ALIGN)
 
 
 def tuple_operands(instr: Instruction, regs: RegTable | None = None) -> list[tuple[Vec, int]]:

@@ -37,6 +37,7 @@ from ..ir.registers import RegClass, RegTable, class_of_type
 from ..util import gc_paused
 
 _classify = isa.classify
+_set_plain_roles = isa.set_plain_roles
 
 # --- body statements -------------------------------------------------------------------------
 
@@ -72,6 +73,9 @@ def _blank_comment(m: re.Match) -> str:
 _OPCODE = re.compile(r"[A-Za-z_][\w.:]*$")
 _LABEL_PREFIX = re.compile(r"([A-Za-z_$%][\w$%]*)\s*:(?!:)\s*")
 _LABEL_LINE = re.compile(r"[A-Za-z_$%][\w$%]*\s*:$")
+# a label, then a block comment ending the line (the first '*/' is the last)
+_LABEL_THEN_COMMENT = re.compile(r"([A-Za-z_$%][\w$%]*)[ \t]*:(?!:)[ \t]*"
+                                 r"(/\*(?:[^*]|\*(?!/))*\*/)")
 # a label followed on its line by a .loc or .file, which end where their operands end
 _LABEL_THEN_LOC_FILE = re.compile(r"[A-Za-z_$%][\w$%]*\s*:(?!:)\s*\.(?:loc|file)\b")
 _DECL_HEAD = re.compile(r"\.reg((?:\s*\.\w+(?:\s+\d+)?)+)\s+(.*)$", re.S)
@@ -226,18 +230,22 @@ def _unbalanced_at(text: str) -> int:
     return opened[-1] if opened else -1
 
 
-#: opcode -> (known to the ISA table, exact operand count or None, "bra"/"brx" for a branch
-#: else ""), filled on first sight (after checking the opcode's spelling)
-_OPCODE_FACTS: dict[str, tuple[bool, int | None, str]] = {}
+#: opcode -> (known to the ISA table, exact operand count or None, the role of a first
+#: register operand under the ISA table's common rule or 0 (``isa.plain_first_role``), and
+#: what the parser does more for it: "bra"/"brx" for a branch, "st.param" for a parameter
+#: store, else ""), filled on first sight (after checking the opcode's spelling)
+_OPCODE_FACTS: dict[str, tuple[bool, int | None, int, str]] = {}
 
 
-def _opcode_facts(opcode: str) -> tuple[bool, int | None, str] | None:
+def _opcode_facts(opcode: str) -> tuple[bool, int | None, int, str] | None:
     """The facts of ``opcode`` (see ``_OPCODE_FACTS``); None when it is not spelled as one."""
     if not _OPCODE.match(opcode):
         return None
     known, count = isa.opcode_check(opcode)
     base = opcode.split(".", 1)[0]
-    facts = _OPCODE_FACTS[opcode] = (known, count, base if base in ("bra", "brx") else "")
+    special = (base if base in ("bra", "brx") else
+               "st.param" if opcode.startswith("st.param") else "")
+    facts = _OPCODE_FACTS[opcode] = (known, count, isa.plain_first_role(opcode), special)
     return facts
 
 
@@ -508,19 +516,36 @@ class _FunctionParser:
                 plain = (c > 0 and rest.count("[") == 1 and rest.count("]") == 1
                          and "," not in rest[o:c])
             if plain:
-                # split on the commas; a declared register is looked up inline
+                # split on the commas; a declared register is looked up inline, and the
+                # registers the operands name are collected for the roles (reads; None once
+                # an operand is not plain: isa.set_plain_roles)
                 names = self.names
                 cache = self.reg_cache
                 operand = self.operand
                 ops = []
+                reads = []
                 for t in rest.split(","):
                     t = t.strip()
                     e = names.get(t)
                     if e is None:
-                        ops.append(operand(t, pos))
+                        op = operand(t, pos)
+                        ops.append(op)
+                        if reads is not None:
+                            ty = type(op)
+                            if ty is Mem:
+                                if op.rest:
+                                    reads = None
+                                elif type(op.base) is Reg:
+                                    reads.append(op.base.v)
+                            elif ty is not Imm and ty is not Sym:
+                                reads = None        # a component, a sum, a sink ...
                     else:
                         vid = e[4]
-                        ops.append(cache[vid if vid >= 0 else self.materialize(t, e)])
+                        if vid < 0:
+                            vid = self.materialize(t, e)
+                        ops.append(cache[vid])
+                        if reads is not None:
+                            reads.append(vid)
             else:
                 bad = _unbalanced_at(rest)
                 if bad >= 0:
@@ -528,22 +553,30 @@ class _FunctionParser:
                     raise self.src.error(f"unbalanced '{rest[bad]}' in '{rest[:60]}'", pos, near)
                 self.in_call = opcode.startswith("call")
                 ops = [self.operand(t.strip(), pos) for t in _split_top(rest)]
+                reads = None
         else:
             ops = []
-        known, count, branch = facts
+            reads = None
+        known, count, first, special = facts
         if count != len(ops) and (count is not None or not known):
             if not known:
                 self.src.warn(f"unknown opcode '{opcode}'", pos, opcode)
             else:
                 self.src.warn(f"'{opcode}' takes {count} operands, not {len(ops)}", pos, opcode)
         instr = Instruction(opcode, ops, guard, neg, line, loc)
-        if opcode.startswith("st.param") and ops and type(ops[0]) is Mem:
-            self.check_param_store(ops[0], pos)
         if self.roles:
-            _classify(instr, self.regs)
-        if branch:
-            target = next((op.text for op in ops if type(op) is Sym), None)
-            self.branches.append((branch, target, pos, self.scope_stack[-1], instr))
+            if reads is not None and first:
+                _set_plain_roles(instr, reads, first if type(ops[0]) is Reg else isa.USE,
+                                 self.regs)
+            else:
+                _classify(instr, self.regs)
+        if special:
+            if special == "st.param":
+                if ops and type(ops[0]) is Mem:
+                    self.check_param_store(ops[0], pos)
+            else:
+                target = next((op.text for op in ops if type(op) is Sym), None)
+                self.branches.append((special, target, pos, self.scope_stack[-1], instr))
         return instr
 
     in_call = False
@@ -657,6 +690,16 @@ class _FunctionParser:
                     pos = nl + 1
                     line += 1
                     continue
+                if last == "/" and c != "/":
+                    # a label and a block comment (Ocelot's "$BB_1_2: /* $Lt_1_3 */"), as the
+                    # general path reads them: the label, then the comment on its own
+                    m = _LABEL_THEN_COMMENT.fullmatch(s)
+                    if m is not None:
+                        self.label(m.group(1), pos, line)
+                        body.append(Raw(COMMENT, m.group(2), line))
+                        pos = nl + 1
+                        line += 1
+                        continue
                 if c == "." and s.startswith(".loc") and _LOC.fullmatch(s) is not None:
                     self.add_loc(s, line)
                     pos = nl + 1

@@ -5,8 +5,8 @@ pressure points, and what the register count means for occupancy (SPEC section 9
 from __future__ import annotations
 
 from ..analysis import FunctionAnalysis
-from ..analysis.explain_peak import (group_by_source, peak_values, remat_and_costs,
-                                     what_to_change)
+from ..analysis.explain_peak import (change_scope, group_by_source, peak_mask, peak_values,
+                                     remat_and_costs, what_to_change)
 from ..analysis.line_pressure import line_pressure
 from ..analysis.sources import format_source, source_of
 from ..target.occupancy import DEFAULT_BLOCK, launch_threads, occupancy
@@ -29,14 +29,16 @@ def function_row(a: FunctionAnalysis, sm: SMProfile, budget: int | None, top: in
     p = a.pressure
     cfg = a.cfg
     peak = p.peak
-    shared = remat_and_costs(a)
-    values = peak_values(a, files, shared)
     if block is not None:
         block_from = "--block-size"
     else:
         bound = launch_threads(fn.directives)
         block, block_from = (bound[1], f".{bound[0]}") if bound else (DEFAULT_BLOCK,
                                                                      "default")
+    # the costs of the values shown (at the peak, and those "what to change" may pick) only
+    scope = change_scope(a, sm, block, static_shared)
+    shared = remat_and_costs(a, peak_mask(a) | scope.values)
+    values = peak_values(a, files, shared)
     occ = {"block_size": block, "static_shared_bytes": static_shared,
            "at_max_live": _occ(sm, p.max_live, block, static_shared)}
     if budget is not None:
@@ -64,7 +66,7 @@ def function_row(a: FunctionAnalysis, sm: SMProfile, budget: int | None, top: in
         "unknown_opcodes": sorted({ins.opcode for ins in cfg.instrs if not ins.known}),
         "convention": convention,
         "what_to_change": what_to_change(a, sm, block, block_from, shared=shared,
-                                         static_shared=static_shared),
+                                         static_shared=static_shared, scope=scope),
     }
     if lines:
         row.update(per_line.as_dict())

@@ -65,15 +65,18 @@ def remat_candidates(fn: Function, instrs: list[Instruction],
     """Registers that can be recomputed, each with its single defining instruction; with
     ``param_loads``, a kernel's loads of its own parameters too."""
     params = kernel_param_names(fn) if param_loads else frozenset()
-    defs: dict[int, list[Instruction]] = {}
+    first: dict[int, Instruction] = {}     # register -> its first definition
+    several: set[int] = set()               # registers defined more than once
     for ins in instrs:
         for d in ins.defs:
-            defs.setdefault(d, []).append(ins)
+            if d in first:
+                several.add(d)
+            else:
+                first[d] = ins
     out = {}
-    for v, ds in defs.items():
-        if len(ds) != 1:
+    for v, ins in first.items():
+        if v in several:
             continue
-        ins = ds[0]
         if ins.guard >= 0 or len(ins.defs) != 1 or len(ins.ops) != 2 or ins.uses:
             continue
         dst, src = ins.ops
