@@ -218,19 +218,18 @@ def allocate_module(module: Module, registers: int | str | None = None,
     files = source_files(module)
     for original in fns:
         fn, marks = pre_passes(original, options, decls)
-        # MaxLive is reported of the function as written (what analyze reports); the passes'
-        # output is what max_live_legalized measures
-        written = original if fn is not original else None
         limit = budgets[fn.name]
-        if registers == "auto":
-            budget = auto_budget(fn, sm, options.knobs, limit, options.occupancy_target)
-            res = allocate_function(fn, sm, budget.registers, options, decls, written)
-            res.extra["budget_from"] = f"--registers auto (seed 004), below {limit.source}"
-            res.extra["budget_reason"] = budget.reason
-            res.notes.insert(0, f"budget {budget.reason}")
-        else:
-            res = allocate_function(fn, sm, limit.registers, options, decls, written)
-            res.extra["budget_from"] = limit.source
+        try:
+            res = _allocate_to(fn, original, sm, limit, registers, options, decls)
+        except AllocationError as refused:
+            if fn is original:
+                raise
+            # a pre-pass can raise what one instruction needs at once (a recomputed operand
+            # beside the other members of its tuple): the code as written may still fit
+            fn, marks = original, []
+            res = _allocate_to(fn, original, sm, limit, registers, options, decls)
+            res.notes.append(f"pre-passes left out: with them, {refused}")
+            res.extra["pre_passes_left_out"] = str(refused)
         for key, lines, report in marks:
             mark_prepass(res.function, key, lines)
             res.extra[key] = report
@@ -258,6 +257,26 @@ def allocate_module(module: Module, registers: int | str | None = None,
             res.extra["regalloc_stats"] = regalloc_stats(res)
             del res.extra["graph"]
     return ModuleResult(text, results, sm, module.filename)
+
+
+def _allocate_to(fn: Function, original: Function, sm: SMProfile, limit, registers,
+                 options: Options, decls: list[str]) -> FunctionResult:
+    """Allocate ``fn`` (``original`` through the pre-passes, or ``original`` itself) to the
+    budget ``limit``, or below it with ``--registers auto``; the result says where the budget
+    came from."""
+    # MaxLive is reported of the function as written (what analyze reports); the passes'
+    # output is what max_live_legalized measures
+    written = original if fn is not original else None
+    if registers == "auto":
+        budget = auto_budget(fn, sm, options.knobs, limit, options.occupancy_target)
+        res = allocate_function(fn, sm, budget.registers, options, decls, written)
+        res.extra["budget_from"] = f"--registers auto (seed 004), below {limit.source}"
+        res.extra["budget_reason"] = budget.reason
+        res.notes.insert(0, f"budget {budget.reason}")
+    else:
+        res = allocate_function(fn, sm, limit.registers, options, decls, written)
+        res.extra["budget_from"] = limit.source
+    return res
 
 
 def _occupancy(sm: SMProfile, res: FunctionResult, fn, decls: list[str]) -> dict:

@@ -206,6 +206,24 @@ def test_recompute_then_schedule_is_proven(tmp_path):
     verify_modules(parse(text, str(LOOP)), parse_allocated(res.ptx, "alloc.ptx"))
 
 
+def test_a_budget_the_recomputation_overfills_falls_back_to_the_code_as_written():
+    """A constant recomputed at a use beside the other members of its ``st.v4`` tuple: the
+    ``mul.wide`` then needs the whole quad, its guarded 64-bit result and the recomputed copy,
+    7 registers at once (found by hypothesis in test_fuzz_alloc). At K = 6 the code as written
+    fits: it is allocated without the pre-passes, the report says why, the checker proves it."""
+    path = DATA / "hand" / "recompute_beside_tuple.ptx"
+    text = path.read_text()
+    res = allocate(text, 6, filename=str(path))
+    (fr,) = res.functions
+    assert "needs 7 registers at once" in fr.extra["pre_passes_left_out"]
+    assert any(n.startswith("pre-passes left out") for n in fr.notes)
+    assert "recompute" not in fr.extra and "//@recompute" not in res.ptx
+    assert fr.verified is True
+    verify_modules(parse(text, str(path)), parse_allocated(res.ptx, "alloc.ptx"))
+    # with the budget that fits the recomputed code, the pre-passes stay
+    assert "pre_passes_left_out" not in allocate(text, 7, filename=str(path)).functions[0].extra
+
+
 def test_triton_matmul_maxlive_falls():
     fn = parse_file(str(TRITON / "sm80_matmul.ptx")).functions[0]
     r = recompute_function(fn)
