@@ -140,7 +140,7 @@ def _allocate_rows(module, options: BatchOptions) -> list[dict]:
 def _analyze_rows(module) -> list[dict]:
     from .analysis import analyze_function
     from .analysis.static_shared import own_static_shared
-    from .pipeline import fixed_budgets
+    from .target.register_limit import fixed_budgets
     from .report.analysis_report import function_row
     from .target.sm import profile_for_module
 

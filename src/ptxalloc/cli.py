@@ -184,7 +184,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     from .analysis import analyze_function
     from .analysis.sources import source_files
     from .analysis.static_shared import own_static_shared
-    from .pipeline import fixed_budgets
+    from .target.register_limit import fixed_budgets
     from .report.analysis_report import format_text, function_row
     from .target.sm import profile_for_module
 
@@ -486,7 +486,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from .alloc.driver import Options
     from .errors import AllocationError, InternalError, VerificationError
     from .files import check_paths, read_input, write_output
-    from .pipeline import allocate_module, allocate_what_fits, fixed_budgets
+    from .pipeline import allocate_module, allocate_what_fits
+    from .target.register_limit import fixed_budgets
     from .ptx.parser import parse
     from .report.html_report import html_report
     from .target.sm import profile_for_module

@@ -27,10 +27,9 @@ from .ptx.parser import parse
 from .records import field, record, replace
 from .report.spill_report import explain_spills
 from .target.occupancy import block_size, occupancy
-from .target.register_limit import RegisterLimit, module_limits
+from .target.register_limit import RegisterLimit, fixed_budgets
 from .target.sm import SMProfile, profile_for_module
 
-SEED_K = 15                 # CICC's register budget constant (seed 000)
 
 
 @record
@@ -181,17 +180,6 @@ def check_registers(registers) -> None:
             not 1 <= registers <= 255:
         raise UsageError(f"registers must be a number from 1 to 255, 'auto' or 'seed', not "
                          f"'{registers}'")
-
-
-def fixed_budgets(module: Module, sm: SMProfile, registers, maxrregcount: int | None = None,
-                  override_directive_values: bool = False) -> dict[str, RegisterLimit]:
-    """Every function's budget and its source, for every ``registers`` but 'auto' (whose
-    budgets are these limits, lowered per function by seed 004's model)."""
-    if registers is None or registers == "auto":
-        return module_limits(module, sm, maxrregcount, override_directive_values)
-    why = "--registers seed (CICC's K = 15)" if registers == "seed" else f"--registers {registers}"
-    k = SEED_K if registers == "seed" else registers
-    return {fn.name: RegisterLimit(k, why) for fn in module.functions}
 
 
 def allocate_module(module: Module, registers: int | str | None = None,

@@ -26,7 +26,7 @@ def report(kernel, arch: str | None = None, block: int | None = None,
     from .analysis import analyze_function
     from .analysis.sources import source_files
     from .analysis.static_shared import own_static_shared
-    from .pipeline import fixed_budgets
+    from .target.register_limit import fixed_budgets
     from .ptx import parse
     from .report.analysis_report import function_row
     from .target.sm import profile_for_module

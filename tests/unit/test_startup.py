@@ -65,6 +65,17 @@ def test_parse_command_imports_no_allocator(tmp_path):
     assert "ptxalloc.alloc.api" not in loaded and "ptxalloc.analysis" not in loaded
 
 
+def test_analyze_command_imports_no_allocator():
+    """analyze reads the budgets (target.register_limit) without importing the pipeline and
+    the allocator behind it (about 5 ms of a small file's analyze, issue 16)."""
+    loaded = _modules_after(
+        "import contextlib, io\nfrom ptxalloc.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main(['analyze', {str(REPO / 'examples' / 'saxpy_poly.ptx')!r}])")
+    assert "ptxalloc.analysis" in loaded
+    assert not loaded & {"ptxalloc.pipeline", "ptxalloc.alloc.driver", "ptxalloc.alloc.api"}
+
+
 def test_parse_command_imports_no_dataclasses():
     """dataclasses (with inspect) cost parse's start-up some 5 ms (issue 16)."""
     out = _run("import contextlib, io, sys\nfrom ptxalloc.cli import main\n"

@@ -149,3 +149,17 @@ def module_limits(module, sm: SMProfile, maxrregcount: int | None = None,
             limits[f.name] = reached.get(f.name) or directive_limit(sm, {}, maxrregcount,
                                                                     override)
     return limits
+
+
+SEED_K = 15                 # CICC's register budget constant (seed 000)
+
+
+def fixed_budgets(module, sm: SMProfile, registers, maxrregcount: int | None = None,
+                  override_directive_values: bool = False) -> dict[str, RegisterLimit]:
+    """Every function's budget and its source, for every ``registers`` but 'auto' (whose
+    budgets are these limits, lowered per function by seed 004's model)."""
+    if registers is None or registers == "auto":
+        return module_limits(module, sm, maxrregcount, override_directive_values)
+    why = "--registers seed (CICC's K = 15)" if registers == "seed" else f"--registers {registers}"
+    k = SEED_K if registers == "seed" else registers
+    return {fn.name: RegisterLimit(k, why) for fn in module.functions}
