@@ -69,7 +69,7 @@ from . import api, choice, convention, output
 from . import knobs as knob_table
 from .api import Allocator, Coloring, Problem
 from .coalesce import COALESCE_FACTOR, coalesce
-from .compact import compact, fewest_registers, greedy_colorings, high_water
+from .compact import clique_registers, compact, fewest_registers, greedy_colorings, high_water
 from .convention import ConventionInfo
 from .relief import relieve, spillable, stuck_message
 from .session import Session
@@ -509,7 +509,12 @@ def _compact(a: Allocation) -> None:
     registers = high_water(problem, coloring.start)
     if registers <= bound or (penalty is None and not problem.merges
                               and not a.relief_precolored):
-        return                  # (or the graph before coalescing is this one: nothing to win)
+        # (or the graph before coalescing is this one: nothing to win). A count proven
+        # minimal for the coalesced graph is proven for the function only if the graph
+        # before coalescing needs as many: merging copies can raise the count
+        if coloring.optimal and problem.merges:
+            coloring.optimal = registers <= clique_registers(plain_problem())
+        return
     plain = plain_problem()
     fresh = Coloring()
     if compact(plain, fresh, bound,
@@ -517,6 +522,8 @@ def _compact(a: Allocation) -> None:
                to_beat=(registers, penalty(coloring.start) if penalty else None),
                colorings=colorings):
         a.problem, a.coloring = plain, fresh
+    else:
+        coloring.optimal = fresh.optimal    # whether the graph before coalescing needs them
 
 
 # -- 4. finish --------------------------------------------------------------------------------
