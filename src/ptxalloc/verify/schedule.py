@@ -37,7 +37,7 @@ from ..ir.instruction import COMMENT, LOC, Instruction, Raw
 from ..ir.module import Function
 
 SCHEDULE = "//@schedule"
-_RANGE = re.compile(r"(\d+)(?:-(\d+))?$")
+_RANGE = re.compile(r"([0-9]+)(?:-([0-9]+))?$")
 
 
 def read_order(allocated: Function, n: int) -> list[int]:
