@@ -182,7 +182,8 @@ def keep_cheaper_order(original: Function, options: Options, decls: list[str],
                        allocate, unscheduled=None) -> tuple[Function, list[tuple], FunctionResult]:
     """The allocation kept of ``original``: ``res``, the allocation of ``fn`` (``original``
     through :func:`pre_passes`, their records ``marks``), or, with the ``schedule`` knob at 2
-    where ``res`` spills and the schedule moved something, the allocation (``allocate(f)``) of
+    where ``res`` spills values (spill bytes besides callee-saved registers' saves) and the
+    schedule moved something, the allocation (``allocate(f)``) of
     the same pre-passes with the schedule off, when it spills fewer bytes (on equal bytes, fewer
     registers; then the scheduled one). The schedule lowers peak pressure, which does not decide
     the spill bytes below MaxLive; seed 004's per-class driver (Allocator Architecture,
@@ -191,8 +192,10 @@ def keep_cheaper_order(original: Function, options: Options, decls: list[str],
     pre-pass result, (function, marks), where the caller has it already. Returns (function,
     marks, result) of the kept order; its report's ``order`` says which and why."""
     from .alloc.knobs import resolve
+    # only spills the budget forced: callee-saved registers' saves count in the spill bytes
+    # but spill no value, and no order changes them
     if resolve(options.knobs)["schedule"] < 2 or spill_bytes(res) == 0 or \
-            not any(key == "schedule" for key, *_ in marks):
+            res.spilled_values == 0 or not any(key == "schedule" for key, *_ in marks):
         return fn, marks, res
     if unscheduled is None:
         plain_fn, plain_marks = pre_passes(
