@@ -111,3 +111,14 @@ def test_the_knob_at_1_keeps_the_schedule_without_a_second_allocation(monkeypatc
     calls.clear()
     allocate(SOFTMAX.read_text(), 24, filename=str(SOFTMAX))
     assert calls == [f.name, f.name]
+
+
+def test_callee_saved_saves_alone_do_not_allocate_twice(monkeypatch):
+    """calls_sm80's kernel saves callee-saved registers (spill bytes) but spills no value: no
+    order changes that, and it is allocated once."""
+    path = DATA / "calls_sm80.ptx"
+    calls = count_allocations(monkeypatch)
+    res = allocate(path.read_text(), filename=str(path))
+    f = next(f for f in res.functions if f.name == "_Z7k_callsPiPKiPKxd")
+    assert spill_bytes(f) > 0 and f.spilled_values == 0 and f.extra["schedule"]["moved"] > 0
+    assert calls.count(f.name) == 1 and "order" not in f.extra
