@@ -183,9 +183,9 @@ def keep_cheaper_order(original: Function, options: Options, decls: list[str],
     """The allocation kept of ``original``: ``res``, the allocation of ``fn`` (``original``
     through :func:`pre_passes`, their records ``marks``), or, with the ``schedule`` knob at 2
     where ``res`` spills values (spill bytes besides callee-saved registers' saves) and the
-    schedule moved something, the allocation (``allocate(f)``) of
-    the same pre-passes with the schedule off, when it spills fewer bytes (on equal bytes, fewer
-    registers; then the scheduled one). The schedule lowers peak pressure, which does not decide
+    schedule moved something, the allocation (``allocate(f)``) of the same pre-passes with the
+    schedule off, when it spills fewer bytes (on equal bytes, fewer registers; then the
+    scheduled one). The schedule lowers peak pressure, which does not decide
     the spill bytes below MaxLive; seed 004's per-class driver (Allocator Architecture,
     "Per-Class Driver: sub_971A90") likewise allocates again under another strategy and keeps
     the best result (``record_best_result``). ``unscheduled`` (optional) gives that other
