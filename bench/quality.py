@@ -45,7 +45,8 @@ def measure(source: str, path: str, arch: str | None, budgets: list[int], alloca
     from ptxalloc import ptxas
     from ptxalloc.alloc.driver import Options, allocate_function
     from ptxalloc.errors import AllocationError
-    from ptxalloc.pipeline import pre_passes
+    from ptxalloc.pipeline import keep_cheaper_order, pre_passes
+    from ptxalloc.records import replace
     from ptxalloc.ptx import parse_file
     from ptxalloc.target.sm import profile_for
 
@@ -54,16 +55,32 @@ def measure(source: str, path: str, arch: str | None, budgets: list[int], alloca
     arch = arch or ptxas.arch_for(module.sm)
     decls = module.declarations()
     # the passes before allocation as the pipeline runs them (the knobs hoist, promote,
-    # recompute, schedule)
-    prepared = [pre_passes(fn, Options(knobs=dict(knobs)), decls)[0] for fn in module.functions]
+    # recompute, schedule; with schedule=2, the code as written too where the scheduled spills)
+    options = Options(knobs=dict(knobs))
+    prepared = [(original, *pre_passes(original, options, decls))
+                for original in module.functions]
+    unscheduled: dict = {}
+
+    def as_written(original):
+        if original.name not in unscheduled:
+            unscheduled[original.name] = pre_passes(
+                original, replace(options, knobs={**knobs, "schedule": 0}), decls)
+        return unscheduled[original.name]
+
     out: dict = {}
     for k in budgets:
         rows: dict = {fn.name: {} for fn in module.functions}
-        for fn in prepared:
+        for original, fn, marks in prepared:
             for alloc in allocators:
+                chosen = Options(allocator=alloc, knobs=dict(knobs), uniform=uniform)
+
+                def allocate(f, chosen=chosen, k=k):
+                    return allocate_function(f, sm, k, chosen, decls)
+
                 try:
-                    r = allocate_function(fn, sm, k, Options(allocator=alloc, knobs=dict(knobs),
-                                                             uniform=uniform), decls)
+                    r = allocate(fn)
+                    r = keep_cheaper_order(original, chosen, decls, fn, marks, r, allocate,
+                                           lambda original=original: as_written(original))[2]
                 except AllocationError:
                     rows[fn.name][alloc] = None
                     continue

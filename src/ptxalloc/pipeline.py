@@ -172,6 +172,58 @@ def pre_pass_note(key: str, report: dict) -> str:
     return f"scheduled: {report['moved']} instructions moved in {report['segments']} segments"
 
 
+def spill_bytes(res: FunctionResult) -> int:
+    """The bytes a function's spill code stores and loads."""
+    return res.spill_stores_bytes + res.spill_loads_bytes
+
+
+def keep_cheaper_order(original: Function, options: Options, decls: list[str],
+                       fn: Function, marks: list[tuple], res: FunctionResult,
+                       allocate, unscheduled=None) -> tuple[Function, list[tuple], FunctionResult]:
+    """The allocation kept of ``original``: ``res``, the allocation of ``fn`` (``original``
+    through :func:`pre_passes`, their records ``marks``), or, with the ``schedule`` knob at 2
+    where ``res`` spills values (spill bytes besides callee-saved registers' saves) and the
+    schedule moved something, the allocation (``allocate(f)``) of the same pre-passes with the
+    schedule off, when it spills fewer bytes (on equal bytes, fewer registers; then the
+    scheduled one). The schedule lowers peak pressure, which does not decide
+    the spill bytes below MaxLive; seed 004's per-class driver (Allocator Architecture,
+    "Per-Class Driver: sub_971A90") likewise allocates again under another strategy and keeps
+    the best result (``record_best_result``). ``unscheduled`` (optional) gives that other
+    pre-pass result, (function, marks), where the caller has it already. Returns (function,
+    marks, result) of the kept order; its report's ``order`` says which and why."""
+    from .alloc.knobs import resolve
+    # only spills the budget forced: callee-saved registers' saves count in the spill bytes
+    # but spill no value, and no order changes them
+    if resolve(options.knobs)["schedule"] < 2 or spill_bytes(res) == 0 or \
+            res.spilled_values == 0 or not any(key == "schedule" for key, *_ in marks):
+        return fn, marks, res
+    if unscheduled is None:
+        plain_fn, plain_marks = pre_passes(
+            original, replace(options, knobs={**options.knobs, "schedule": 0}), decls)
+    else:
+        plain_fn, plain_marks = unscheduled()
+    report = {"kept": "scheduled", "spill_bytes_scheduled": spill_bytes(res),
+              "registers_scheduled": res.registers}
+    try:
+        plain = allocate(plain_fn)
+    except AllocationError as refused:
+        report["as_written_refused"] = str(refused)
+        res.extra["order"] = report
+        res.notes.append(f"kept the scheduled order: as written, {refused}")
+        return fn, marks, res
+    report.update({"spill_bytes_as_written": spill_bytes(plain),
+                   "registers_as_written": plain.registers})
+    if (spill_bytes(plain), plain.registers) < (spill_bytes(res), res.registers):
+        report["kept"] = "as written"
+        fn, marks, res = plain_fn, plain_marks, plain
+    res.extra["order"] = report
+    res.notes.append(
+        f"kept the {report['kept']} code: scheduled, it spills {report['spill_bytes_scheduled']} "
+        f"bytes in {report['registers_scheduled']} registers; as written, "
+        f"{report['spill_bytes_as_written']} bytes in {report['registers_as_written']}")
+    return fn, marks, res
+
+
 def check_registers(registers) -> None:
     """``registers`` is None, 'auto', 'seed' or a count from 1 to 255."""
     if registers in (None, "auto", "seed"):
@@ -218,6 +270,11 @@ def allocate_module(module: Module, registers: int | str | None = None,
             res = _allocate_to(fn, original, sm, limit, registers, options, decls)
             res.notes.append(f"pre-passes left out: with them, {refused}")
             res.extra["pre_passes_left_out"] = str(refused)
+        else:
+            fn, marks, res = keep_cheaper_order(
+                original, options, decls, fn, marks, res,
+                lambda f, original=original, limit=limit: _allocate_to(
+                    f, original, sm, limit, registers, options, decls))
         for key, lines, report in marks:
             mark_prepass(res.function, key, lines)
             res.extra[key] = report

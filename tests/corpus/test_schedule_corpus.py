@@ -90,3 +90,29 @@ def test_wmma_gemm_fragments_interleaved_proven_and_assembled():
         res = allocate_module(one, k, allocator, options=Options(allocator=allocator))
         assert {f.verified for f in res.functions} == {True}
         assert_chain_proven_and_assembles(one, res, entry["ptxas_arch"])
+
+
+@pytest.mark.parametrize("allocator", ["briggs", "fatpoint"])
+def test_the_order_spilling_less_is_kept_and_proven(allocator):
+    """pns (parboil) at K = 24: run_trajectory's scheduled code spills (24 bytes briggs, 48
+    fat-point, measured with ``--knob schedule=1``), the code as written none; with the knob at
+    2 the order as written is kept, every other function keeps whichever order spilled fewer
+    bytes, and the module is proven from the original and assembles."""
+    entry = next((f for f in corpus_files() if f["path"].endswith("parboil/pns.ptx")), None)
+    if entry is None:
+        pytest.skip("../shared/corpus is absent")
+    module = parse_file(str(corpus_root() / entry["path"]))
+    once = {f.name: f for f in allocate_module(
+        module, 24, allocator, options=Options(knobs={"schedule": 1})).functions}
+    res = allocate_module(module, 24, allocator)
+    for f in res.functions:
+        before = once[f.name].spill_stores_bytes + once[f.name].spill_loads_bytes
+        after = f.spill_stores_bytes + f.spill_loads_bytes
+        assert after <= before, f.name
+        if "order" in f.extra:
+            assert before > 0 and f.extra["order"]["spill_bytes_scheduled"] == before
+    trajectory = next(f for f in res.functions if f.name == "_Z14run_trajectoryPiii")
+    assert trajectory.extra["order"]["kept"] == "as written"
+    assert trajectory.spill_stores_bytes + trajectory.spill_loads_bytes == 0
+    assert "schedule" not in trajectory.extra
+    assert_chain_proven_and_assembles(module, res, entry["ptxas_arch"])

@@ -22,7 +22,7 @@ SpillSplitLoops                               -         1  one reload before a l
 SpillSlotsToRegisters                         -         2  a slot with a register free: copies
 SpillReloadsToRegisters                       -         1  a reload a free register serves: copies
 SpillStaticWeight                             -        10  cost per word of spill code, static
-schedule                                      -         1  ptxalloc's own: 1 = schedule first
+schedule                                      -         2  ptxalloc's own: 1 = schedule first, 2 = or not, fewer spill bytes
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
 recompute                                     -         1  ptxalloc's own: recompute at the use
@@ -34,7 +34,9 @@ SpillUncoalesced                              -         1  briggs: keep the unco
 ``RematParamLoads`` and the other switches of the passes around the allocator (issue 13) are
 ptxalloc's own, for every allocator: 1 on, 0 off. ``schedule`` is not a fat-point knob either:
 it switches ptxalloc's pressure-aware scheduling before allocation
-(:mod:`ptxalloc.passes.schedule`) for every allocator. ``hoist`` and ``promote`` switch the
+(:mod:`ptxalloc.passes.schedule`) for every allocator; at 2 a function whose scheduled code
+spills is allocated as written too and the allocation with fewer spill bytes kept
+(:func:`ptxalloc.pipeline.allocate_either_order`). ``hoist`` and ``promote`` switch the
 two pre-passes of seed 004's pipeline, HoistInvariants (:mod:`ptxalloc.passes.hoist`) and
 ConvertMemoryToRegisterOrUniform (:mod:`ptxalloc.passes.promote`), likewise for every allocator;
 ``recompute`` its recomputation of cheap values, addresses and predicates at their uses
@@ -138,9 +140,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("SpillStaticWeight", None, 10, False, 0,
          "cost added per 32-bit word of spill code a value's definitions and uses would "
          "store or reload (0: the seeds' frequency-weighted cost alone)", scope="all"),
-    Knob("schedule", None, 1, True, 0,
+    Knob("schedule", None, 2, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
-         "(passes/schedule.py), 0 = off", maximum=1, scope="all"),
+         "(passes/schedule.py), 2 = that, and where the scheduled code spills the code as "
+         "written is allocated too and the one spilling fewer bytes kept (pipeline.py), "
+         "0 = off", maximum=2, scope="all"),
     Knob("hoist", None, 0, True, 0,
          "ptxalloc's own: 1 = loop-invariant instructions hoisted to loop preheaders before "
          "allocation (ptxas's HoistInvariants, passes/hoist.py), 2 = out of innermost loops "
