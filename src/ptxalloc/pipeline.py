@@ -177,6 +177,14 @@ def spill_bytes(res: FunctionResult) -> int:
     return res.spill_stores_bytes + res.spill_loads_bytes
 
 
+#: The largest function (instructions as written) allocated a second time in the order as
+#: written: a compile-time budget. Every gain measured on the corpus and the Triton set was on
+#: functions of at most 813 instructions (pns, bisect_large, Triton softmax and layer norm),
+#: while Triton's attn_bwd (4,175 instructions, spilling at its default budget of 255) took
+#: 1.96 -> 3.84 s CPU for no gain (docs/decisions.md, "The schedule or the code as written").
+SECOND_ORDER_MAX_INSTRUCTIONS = 2000
+
+
 def keep_cheaper_order(original: Function, options: Options, decls: list[str],
                        fn: Function, marks: list[tuple], res: FunctionResult,
                        allocate, unscheduled=None) -> tuple[Function, list[tuple], FunctionResult]:
@@ -185,17 +193,18 @@ def keep_cheaper_order(original: Function, options: Options, decls: list[str],
     where ``res`` spills values (spill bytes besides callee-saved registers' saves) and the
     schedule moved something, the allocation (``allocate(f)``) of the same pre-passes with the
     schedule off, when it spills fewer bytes (on equal bytes, fewer registers; then the
-    scheduled one). The schedule lowers peak pressure, which does not decide
-    the spill bytes below MaxLive; seed 004's per-class driver (Allocator Architecture,
-    "Per-Class Driver: sub_971A90") likewise allocates again under another strategy and keeps
-    the best result (``record_best_result``). ``unscheduled`` (optional) gives that other
+    scheduled one); only for functions of at most ``SECOND_ORDER_MAX_INSTRUCTIONS``. The
+    schedule lowers peak pressure, which does not decide the spill bytes below MaxLive; seed
+    004's per-class driver (Allocator Architecture, "Per-Class Driver: sub_971A90") likewise
+    allocates again under another strategy and keeps the best result (``record_best_result``). ``unscheduled`` (optional) gives that other
     pre-pass result, (function, marks), where the caller has it already. Returns (function,
     marks, result) of the kept order; its report's ``order`` says which and why."""
     from .alloc.knobs import resolve
     # only spills the budget forced: callee-saved registers' saves count in the spill bytes
     # but spill no value, and no order changes them
     if resolve(options.knobs)["schedule"] < 2 or spill_bytes(res) == 0 or \
-            res.spilled_values == 0 or not any(key == "schedule" for key, *_ in marks):
+            res.spilled_values == 0 or not any(key == "schedule" for key, *_ in marks) or \
+            len(original.instructions()) > SECOND_ORDER_MAX_INSTRUCTIONS:
         return fn, marks, res
     if unscheduled is None:
         plain_fn, plain_marks = pre_passes(

@@ -122,3 +122,19 @@ def test_callee_saved_saves_alone_do_not_allocate_twice(monkeypatch):
     f = next(f for f in res.functions if f.name == "_Z7k_callsPiPKiPKxd")
     assert spill_bytes(f) > 0 and f.spilled_values == 0 and f.extra["schedule"]["moved"] > 0
     assert calls.count(f.name) == 1 and "order" not in f.extra
+
+
+def test_a_function_above_the_size_budget_is_allocated_once(monkeypatch):
+    """The second allocation is a compile-time cost: above SECOND_ORDER_MAX_INSTRUCTIONS
+    (as written) the scheduled order is kept without trying the other."""
+    calls = count_allocations(monkeypatch)
+    n = len(parse(SOFTMAX.read_text()).functions[0].instructions())
+    monkeypatch.setattr(pipeline, "SECOND_ORDER_MAX_INSTRUCTIONS", n - 1)
+    res = allocate(SOFTMAX.read_text(), 24, filename=str(SOFTMAX))
+    f = res.functions[0]
+    assert spill_bytes(f) > 0 and calls == [f.name]
+    assert "order" not in f.extra and "//@schedule" in res.ptx
+    monkeypatch.setattr(pipeline, "SECOND_ORDER_MAX_INSTRUCTIONS", n)
+    calls.clear()
+    allocate(SOFTMAX.read_text(), 24, filename=str(SOFTMAX))
+    assert calls == [f.name, f.name]
