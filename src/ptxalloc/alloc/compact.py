@@ -362,8 +362,8 @@ def squeaky_wheel(p: Problem, registers: int,
     found (which proves nothing). Squeaky-wheel optimization (Joslin and Clements 1999) over
     the program-order greedy: color in order below the limit; when a node finds no placement,
     move it to the front of the order and color again, at most ``tries`` times (fewer when
-    ``SQUEAKY_STALL`` tries in a row fail no further in the order than an earlier one), each node
-    taking the lowest free placement (:func:`_greedy`; best fit for narrow values rescued 2 of
+    ``SQUEAKY_STALL`` tries in a row fail no further in the order than an earlier one), each
+    node taking the lowest free placement (:func:`_greedy`; best fit for narrow values rescued 2 of
     1,079 successes over the corpus at K = 255 and doubled the time of the failures, so it is
     not tried).
 
@@ -409,11 +409,12 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
     If that is still above ``lower_bound`` (MaxLive), the squeaky wheel (:func:`squeaky_wheel`,
     cheap) tries the lower bound, then one register fewer, and a bounded backtracking search
     over the same program order tries each register count from the lower bound up.
-    ``coloring.optimal`` records whether the final count is proven minimal for this interference graph: it equals
-    a clique's registers (:func:`clique_registers`), or the search showed every smaller count
-    impossible (alignment can make MaxLive unreachable). Reaching MaxLive alone proves nothing
-    for the graph: values a copy joins need not interfere, so a coloring can use fewer. ``penalty(start)`` (the
-    number of values a coloring must save around calls) may not grow. With ``to_beat`` =
+    ``coloring.optimal`` records whether the final count is proven minimal for this
+    interference graph: it equals a clique's registers (:func:`clique_registers`), or the
+    search showed every smaller count impossible (alignment can make MaxLive unreachable).
+    Reaching MaxLive alone proves nothing for the graph: values a copy joins need not
+    interfere, so a coloring can use fewer. ``penalty(start)`` (the number of values a
+    coloring must save around calls) may not grow. With ``to_beat`` =
     (registers, penalty) the coloring is built afresh and kept only if it beats those figures.
 
     ``rival()``, when given, is a register count the caller reaches anyway with another
