@@ -196,9 +196,10 @@ def keep_cheaper_order(original: Function, options: Options, decls: list[str],
     scheduled one); only for functions of at most ``SECOND_ORDER_MAX_INSTRUCTIONS``. The
     schedule lowers peak pressure, which does not decide the spill bytes below MaxLive; seed
     004's per-class driver (Allocator Architecture, "Per-Class Driver: sub_971A90") likewise
-    allocates again under another strategy and keeps the best result (``record_best_result``). ``unscheduled`` (optional) gives that other
-    pre-pass result, (function, marks), where the caller has it already. Returns (function,
-    marks, result) of the kept order; its report's ``order`` says which and why."""
+    allocates again under another strategy and keeps the best result (``record_best_result``).
+    ``unscheduled`` (optional) gives that other pre-pass result, (function, marks), where the caller
+    has it already. Returns (function, marks, result) of the kept order; its report's ``order`` says
+    which and why."""
     from .alloc.knobs import resolve
     # only spills the budget forced: callee-saved registers' saves count in the spill bytes
     # but spill no value, and no order changes them
