@@ -135,6 +135,19 @@ def test_a_tampered_allocation_is_refuted(tmp_path, capsys):
         verify_modules(original, allocated)
 
 
+def test_a_header_that_drops_a_pass_is_refused_for_the_records_of_that_pass(tmp_path, capsys):
+    """With recomputation's chains on (the default), the recompute records index the hoisted
+    order: the hoist records a header no longer names are refused first, as unknown
+    annotations, rather than the recompute records for a reason that is not the cause (found
+    in review)."""
+    res, out = _allocated(tmp_path, {"hoist": 1})
+    assert "//@recompute" in res.ptx
+    out.write_text(res.ptx.replace(" hoist=1", ""))
+    assert main(["verify", str(LOOP), str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "unknown annotation '//@hoist" in err and "header does not name its pass" in err
+
+
 def test_verbose_says_what_was_hoisted(tmp_path, capsys):
     assert main(["allocate", str(LOOP), "--knob", "hoist=1", "-v",
                  "-o", str(tmp_path / "o.ptx")]) == 0

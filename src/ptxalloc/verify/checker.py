@@ -45,7 +45,7 @@ from .dataflow import Dataflow
 from .header import EARLIER_HEADER, CheckerInputError, Header, read_header
 from .liveness import liveness
 from .locations import Locations
-from .matching import Matcher
+from .matching import Matcher, refuse_unnamed_records
 from .messages import Messages
 # the validators of hoist, promote and induction (off by default) are imported when a header
 # names their pass (start-up, issue 16)
@@ -143,6 +143,8 @@ def check_function(original: Function, allocated: Function,
         if header is None:
             raise CheckerInputError(f"function '{allocated.name}' carries no //@ptxalloc header")
     refuse_earlier_run(original, allocated)
+    refuse_unnamed_records(allocated, Header.parse(header, f"function '{original.name}'"),
+                           f"function '{original.name}'")
     # the pre-passes' records replayed on the original, each validated, in pipeline order
     if header.get("hoist") == "1":
         from .hoist import hoisted_original

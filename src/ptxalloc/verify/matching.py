@@ -56,6 +56,24 @@ class Matched(NamedTuple):
     entry: list[tuple[int, int, bool]]
 
 
+def pass_records(header: Header) -> tuple[tuple[str, bool], ...]:
+    """Each pre-pass record prefix with whether the header names its pass."""
+    return ((SCHEDULE, header.scheduled), (HOIST, header.hoisted), (PROMOTE, header.promoted),
+            (RECOMPUTE, header.recomputed), (DEAD, header.recomputed),
+            (INDUCTION, header.induced))
+
+
+def refuse_unnamed_records(allocated: Function, header: Header, where: str) -> None:
+    """A pre-pass record line whose pass the header does not name is an unknown annotation,
+    refused before any record is replayed (replaying the others without it would fail on
+    another line, with a reason that is not the cause)."""
+    unnamed = tuple(prefix + " " for prefix, on in pass_records(header) if not on)
+    for s in allocated.body:
+        if type(s) is Raw and s.kind == COMMENT and s.text.startswith(unnamed):
+            raise VerificationError(f"{where}, line {s.line}: unknown annotation '{s.text}' "
+                                    f"(the header does not name its pass)")
+
+
 class Matcher:
     """Matches one allocated function against its original."""
 
@@ -75,10 +93,7 @@ class Matcher:
         self.shared = header.shared
         self.block = header.block
         # the record lines of the pre-passes the header names (checker.py replays them)
-        self.pass_lines = tuple(prefix + " " for prefix, on in (
-            (SCHEDULE, header.scheduled), (HOIST, header.hoisted), (PROMOTE, header.promoted),
-            (RECOMPUTE, header.recomputed), (DEAD, header.recomputed),
-            (INDUCTION, header.induced)) if on)
+        self.pass_lines = tuple(prefix + " " for prefix, on in pass_records(header) if on)
         self.locs = locs
         self.msgs = msgs
         self.fail_at = msgs.fail_at
