@@ -199,12 +199,6 @@ class Pressure:
                             extra = None           # d and s live after: count once
                 if extra is None:
                     remove(defs[0])
-                    u, p = unit_sum, pred_sum
-                    if split_classes:
-                        for c, w in enumerate(cls_units):
-                            if w:
-                                by_class_units[c][i] = w
-                    add(defs[0])
                 elif extra:
                     for d in extra:
                         if inline[d]:
@@ -212,23 +206,20 @@ class Pressure:
                             pred_sum += pcount[d]
                         else:
                             add(d)
-                    u, p = unit_sum, pred_sum
-                    if split_classes:
-                        for c, w in enumerate(cls_units):
-                            if w:
-                                by_class_units[c][i] = w
+                u, p = unit_sum, pred_sum
+                if split_classes:
+                    for c, w in enumerate(cls_units):
+                        if w:
+                            by_class_units[c][i] = w
+                if extra is None:
+                    add(defs[0])
+                elif extra:
                     for d in extra:
                         if inline[d]:
                             unit_sum -= weight[d]
                             pred_sum -= pcount[d]
                         else:
                             remove(d)
-                else:
-                    u, p = unit_sum, pred_sum
-                    if split_classes:
-                        for c, w in enumerate(cls_units):
-                            if w:
-                                by_class_units[c][i] = w
                 gpr[i] = u / 2
                 pred[i] = p
                 if u > top[0]:
