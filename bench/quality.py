@@ -45,7 +45,7 @@ def measure(source: str, path: str, arch: str | None, budgets: list[int], alloca
     from ptxalloc import ptxas
     from ptxalloc.alloc.driver import Options, allocate_function
     from ptxalloc.errors import AllocationError
-    from ptxalloc.pipeline import keep_cheaper_order, pre_passes
+    from ptxalloc.pipeline import allocate_kept, pre_passes
     from ptxalloc.records import replace
     from ptxalloc.ptx import parse_file
     from ptxalloc.target.sm import profile_for
@@ -78,9 +78,8 @@ def measure(source: str, path: str, arch: str | None, budgets: list[int], alloca
                     return allocate_function(f, sm, k, chosen, decls)
 
                 try:
-                    r = allocate(fn)
-                    r = keep_cheaper_order(original, chosen, decls, fn, marks, r, allocate,
-                                           lambda original=original: as_written(original))[2]
+                    r = allocate_kept(original, chosen, decls, fn, marks, allocate,
+                                      lambda original=original: as_written(original))[2]
                 except AllocationError:
                     rows[fn.name][alloc] = None
                     continue

@@ -236,6 +236,27 @@ def keep_cheaper_order(original: Function, options: Options, decls: list[str],
     return fn, marks, res
 
 
+def allocate_kept(original: Function, options: Options, decls: list[str], fn: Function,
+                  marks: list[tuple], allocate, unscheduled=None
+                  ) -> tuple[Function, list[tuple], FunctionResult]:
+    """The allocation kept of ``original`` (``fn`` and ``marks``: its :func:`pre_passes`
+    output), ``allocate(f)`` allocating a function: ``fn``'s, or the other order's where
+    :func:`keep_cheaper_order` keeps that; or, where the pre-passes make ``fn`` infeasible
+    (a recomputed operand beside the other members of its tuple raises what one instruction
+    needs at once), ``original``'s as written, the report saying why. Returns (function,
+    marks, result) of what was kept."""
+    try:
+        res = allocate(fn)
+    except AllocationError as refused:
+        if fn is original:
+            raise
+        res = allocate(original)
+        res.notes.append(f"pre-passes left out: with them, {refused}")
+        res.extra["pre_passes_left_out"] = str(refused)
+        return original, [], res
+    return keep_cheaper_order(original, options, decls, fn, marks, res, allocate, unscheduled)
+
+
 def check_registers(registers) -> None:
     """``registers`` is None, 'auto', 'seed' or a count from 1 to 255."""
     if registers in (None, "auto", "seed"):
@@ -271,22 +292,10 @@ def allocate_module(module: Module, registers: int | str | None = None,
     for original in fns:
         fn, marks = pre_passes(original, options, decls)
         limit = budgets[fn.name]
-        try:
-            res = _allocate_to(fn, original, sm, limit, registers, options, decls)
-        except AllocationError as refused:
-            if fn is original:
-                raise
-            # a pre-pass can raise what one instruction needs at once (a recomputed operand
-            # beside the other members of its tuple): the code as written may still fit
-            fn, marks = original, []
-            res = _allocate_to(fn, original, sm, limit, registers, options, decls)
-            res.notes.append(f"pre-passes left out: with them, {refused}")
-            res.extra["pre_passes_left_out"] = str(refused)
-        else:
-            fn, marks, res = keep_cheaper_order(
-                original, options, decls, fn, marks, res,
-                lambda f, original=original, limit=limit: _allocate_to(
-                    f, original, sm, limit, registers, options, decls))
+        fn, marks, res = allocate_kept(
+            original, options, decls, fn, marks,
+            lambda f, original=original, limit=limit: _allocate_to(
+                f, original, sm, limit, registers, options, decls))
         for key, lines, report in marks:
             mark_prepass(res.function, key, lines)
             res.extra[key] = report
