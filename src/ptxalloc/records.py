@@ -65,7 +65,9 @@ def _make(cls, frozen: bool, slots: bool):
     if any("_repr_fields" in vars(base) for base in cls.__mro__[1:]):
         raise TypeError(f"{cls.__name__}: a record's fields are not inherited; write them all "
                         f"in one class (or use a dataclass)")
-    names = list(cls.__dict__.get("__annotations__", {}))
+    # the class's own annotations (3.10+: never a base's); through the attribute, not the
+    # class __dict__, which no longer holds them from Python 3.14 (deferred annotations)
+    names = list(cls.__annotations__)
     params, body, space = [], [], {"_MISSING": _MISSING, "_set": object.__setattr__}
     shown = []
     seen_default = False
