@@ -21,7 +21,7 @@ from ptxalloc.target.sm import profile_for
 from ptxalloc.target.units import RegFile
 
 HDR = ".version 7.0\n.target sm_80\n.address_size 64\n\n"
-OFF = {"SpillEvict": 0, "SpillUncoalesced": 0}
+OFF = {"SpillEvict": 0, "SpillUncoalesced": 0, "SpillEvictGroup": 0}
 
 #: three values live at once, %r3 read in a loop (expensive), %r1 and %r2 once each (cheap)
 THREE = HDR + """.global .align 4 .u32 g[8];

@@ -14,11 +14,24 @@ two things after select lower the cost of that choice in a function's first roun
   keeps whichever spills less (the coalesced one on a tie), the way optimistic coalescing undoes
   a merge whose node must spill.
 
-Both only ever keep a coloring whose spill cost (:func:`spill_cost`, the seeds' cost model) is
-lower; the spilled nodes still go through the driver's spill rewrite and the checker.
+A third runs after select in **every** round (the driver; knob ``SpillEvictGroup``):
+
+* **giving way** (:func:`give_way`): eviction works one failed node at a time and takes a
+  placement only when its occupants cost less than that one node. A wide or long-lived colored
+  node (a 128-bit vector live across a loop, a 64-bit address) can block many failed nodes at
+  once: each costs less than it, together they cost more. Here a colored node gives way when
+  the failed nodes its registers would seat (most expensive first, each on the lowest
+  placement then free) are worth more than it — in the seeds' cost, and in bytes of spill code
+  (:func:`spill_code_bytes`: a 64-bit value spills 8 bytes per access) — and it moves to a
+  placement still free, or spills instead.
+
+All three only ever keep a coloring whose spill cost (:func:`spill_cost`, the seeds' cost model)
+is lower; the spilled nodes still go through the driver's spill rewrite and the checker.
 """
 
 from __future__ import annotations
+
+import math
 
 from ..util import bits
 from .api import Coloring, Problem
@@ -82,3 +95,151 @@ def cheaper(first: tuple[Problem, Coloring],
     if spill_cost(second[0], second[1].spilled) < spill_cost(first[0], first[1].spilled):
         return second
     return first
+
+
+def spill_code_bytes(p: Problem, file: int | None = None) -> dict[int, float]:
+    """Per node (of ``file``, or of every file): the bytes of spill code spilling it would add
+    — a store per definition and a reload per use, each its register's width (what ``ptxas -v``
+    reports as spill stores and loads); infinite for a node that may not be spilled."""
+    prog = p.program
+    count = [0] * p.nregs
+    for defs in prog.defs:
+        for v in defs:
+            count[v] += 1
+    for uses in prog.uses:
+        for v in uses:
+            count[v] += 1
+    reg_bytes = p.reg_bytes
+    out: dict[int, float] = {}
+    for n, members in p.members.items():
+        if file is not None and p.shape[n].file != file:
+            continue
+        if math.isinf(p.cost[n]) or n in p.precolored:
+            out[n] = math.inf
+        else:
+            out[n] = float(sum(count[v] * reg_bytes[v] for v in members))
+    return out
+
+
+def give_way(p: Problem, coloring: Coloring) -> Coloring:
+    """The giving-way pass over ``coloring`` (module docstring), in place; returns it.
+
+    Repeatedly, of the colored nodes that interfere with a failed one (never a precolored or
+    unspillable one), the one whose giving way lowers the spill cost most: taken off its
+    units, it lets the failed nodes interfering with it, most expensive first, each take the
+    lowest placement free of its colored neighbours and of the ones seated before it; then it
+    takes the lowest placement still free for it, or spills — only when the seated nodes cost
+    more than it and need at least as many bytes of spill code. Each step lowers the spill
+    cost, so the pass ends; it stops when no node would lower it."""
+    if not coloring.spilled:
+        return coloring
+    matrix = UnitMatrix.for_problem(p, {**p.precolored, **coloring.start})
+    held, adj, cost, shape = matrix.held, p.adj, p.cost, p.shape
+    size = spill_code_bytes(p)
+    fixed = 0
+    for m in p.precolored:
+        fixed |= 1 << m
+    failed = set(coloring.spilled)
+    taken: dict[int, int] = {}      # failed node -> the units its colored neighbours hold
+    alone: dict[int, int] = {}      # ... and of those, the units one neighbour alone holds
+
+    def survey(q: int) -> None:
+        once = twice = 0
+        for x in bits(adj[q] & matrix.assigned):
+            h = held[x]
+            twice |= once & h
+            once |= h
+        taken[q] = once
+        alone[q] = once & ~twice
+
+    for q in failed:
+        survey(q)
+    for _ in range(4 * len(failed) + 4):        # a bound; each step lowers the cost anyway
+        # per unit, the failed nodes one colored neighbour alone blocks there: only those
+        # can gain a placement when that neighbour gives way
+        hope_at = [0] * len(matrix.occ)
+        candidates = 0
+        for q in failed:
+            candidates |= adj[q]
+            for u in bits(alone[q]):
+                hope_at[u] |= 1 << q
+        best = None
+        for m in bits(candidates & matrix.assigned & ~fixed):
+            if math.isinf(cost[m]):
+                continue
+            hopeful = 0
+            first = matrix.start[m]
+            for u in range(first, first + shape[m].units):
+                hopeful |= hope_at[u]
+            hopeful &= adj[m]
+            if not hopeful:
+                continue
+            seated, worth = _seat(p, m, held[m], hopeful, taken, alone)
+            if worth <= 0:
+                continue
+            blocked = matrix.forbidden(m)
+            for q, s in seated:
+                blocked |= shape[q].mask(s)
+            moved = _lowest(p, m, blocked)
+            if moved is None:
+                if sum(size[q] for q, _ in seated) < size[m]:
+                    continue
+                worth -= cost[m]
+            if worth > 0 and (best is None or worth > best[0]):
+                best = (worth, m, seated, moved)
+        if best is None:
+            break
+        _, m, seated, moved = best
+        changed = adj[m]
+        matrix.unassign(m)
+        for q, s in seated:
+            matrix.assign(q, s)
+            failed.discard(q)
+            del taken[q], alone[q]
+            changed |= adj[q]
+        if moved is not None:
+            matrix.assign(m, moved)
+        else:
+            failed.add(m)
+        for q in failed:
+            if changed >> q & 1 or q == m:
+                survey(q)
+        # a failed node that the units ``m`` left may now take a placement free outright
+        for q in sorted((q for q in failed if adj[m] >> q & 1), key=lambda q: (-cost[q], q)):
+            s = _lowest(p, q, taken[q])
+            if s is not None:
+                matrix.assign(q, s)
+                failed.discard(q)
+                del taken[q], alone[q]
+                for r in failed:
+                    if adj[q] >> r & 1:
+                        survey(r)
+    coloring.start = matrix.start
+    coloring.spilled = [n for n in coloring.spilled if n in failed] + sorted(
+        failed - set(coloring.spilled))
+    return coloring
+
+
+def _seat(p: Problem, m: int, units: int, hopeful: int, taken: dict[int, int],
+          alone: dict[int, int]) -> tuple[list[tuple[int, int]], float]:
+    """The failed nodes of the bitset ``hopeful`` (neighbours of ``m`` that it alone blocks
+    on some unit) that the ``units`` of colored node ``m`` would seat, most expensive first,
+    each on the lowest placement free once ``m`` is gone; and their total cost."""
+    seated: list[tuple[int, int]] = []
+    worth = 0.0
+    for q in sorted(bits(hopeful), key=lambda q: (-p.cost[q], q)):
+        blocked = taken[q] & ~(units & alone[q])
+        for r, s in seated:
+            if p.adj[q] >> r & 1:
+                blocked |= p.shape[r].mask(s)
+        s = _lowest(p, q, blocked)
+        if s is not None:
+            seated.append((q, s))
+            worth += p.cost[q]
+    return seated, worth
+
+
+def _lowest(p: Problem, n: int, blocked: int) -> int | None:
+    """The lowest placement of node ``n`` that takes none of the ``blocked`` units."""
+    free = p.regfile.free_starts(p.shape[n], blocked)
+    return (free & -free).bit_length() - 1 if free else None

@@ -338,8 +338,11 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
         merged = coalesce(a.problem, a.options.coalesce_factor).coalesced > 0
         clock.lap("coalesce")
     a.coloring = a.session.color(a.problem, a.options)
-    if a.coloring.spilled and allocator.name == "briggs" and a.result.rounds == 1:
-        _second_chances(a, merged)
+    if a.coloring.spilled and allocator.name == "briggs":
+        if a.result.rounds == 1:
+            _second_chances(a, merged)
+        elif knob_table.resolve(a.options.knobs)["SpillEvictGroup"]:
+            choice.give_way(a.problem, a.coloring)
     if a.result.rounds == 1:
         a.result.first_round_spill_cost = choice.spill_cost(a.problem, a.coloring.spilled)
     clock.lap("color")
@@ -413,22 +416,27 @@ def _problem(a: Allocation) -> Problem:
 
 
 def _second_chances(a: Allocation, merged: bool) -> None:
-    """Briggs's first-round spill choice looked at again (:mod:`choice`, knobs ``SpillEvict``
-    and ``SpillUncoalesced``): the eviction pass over the coloring, and the uncoalesced problem
-    colored too when coalescing merged anything, keeping the cheaper. Only the first round: in
+    """Briggs's first-round spill choice looked at again (:mod:`choice`, knobs ``SpillEvict``,
+    ``SpillEvictGroup`` and ``SpillUncoalesced``): the eviction and giving-way passes over the
+    coloring, and the uncoalesced problem colored too when coalescing merged anything, keeping
+    the cheaper. Giving way alone runs in the later rounds too (:func:`_round`). Only the first round: in
     later ones the problem is mostly reload and split temporaries, whose costs say little about
     spill bytes, and second chances there measured more bytes (docs/decisions.md, "Second
     chances for the spill choice")."""
     switches = knob_table.resolve(a.options.knobs)
-    evicting = switches["SpillEvict"]
+    evicting, giving_way = switches["SpillEvict"], switches["SpillEvictGroup"]
     if evicting:
         choice.evict(a.problem, a.coloring)
+    if giving_way:
+        choice.give_way(a.problem, a.coloring)
     if not (a.coloring.spilled and merged and switches["SpillUncoalesced"]):
         return
     plain = _problem(a)
     fresh = a.session.color(plain, a.options)
     if evicting:
         choice.evict(plain, fresh)
+    if giving_way:
+        choice.give_way(plain, fresh)
     a.problem, a.coloring = choice.cheaper((a.problem, a.coloring), (plain, fresh))
 
 

@@ -70,6 +70,7 @@ from ..target.units import GPR, PRED, Shape, blocking_weight
 from ..util import bits
 from . import knobs as knob_table
 from .api import Allocator, Coloring, Problem, register
+from .choice import spill_code_bytes
 from .fatpoint_guidance import excess_points, spill_guidance
 from .fatpoint_order import LOWCONF, LOWLATE, precolored_partners, order
 from .matrix import UnitMatrix
@@ -429,30 +430,6 @@ class FatPoint:
         result.peak = max(((s + shape[n].units - 1) // div for n, s in start.items()),
                           default=-1) + 1
         return result
-
-
-def spill_code_bytes(p: Problem, file: int) -> dict[int, float]:
-    """Per node of ``file``: the bytes of spill code spilling it would add — a store per
-    definition and a reload per use, each its register's width (what ``ptxas -v`` reports as
-    spill stores and loads); infinite for a node that may not be spilled."""
-    prog = p.program
-    count = [0] * p.nregs
-    for defs in prog.defs:
-        for v in defs:
-            count[v] += 1
-    for uses in prog.uses:
-        for v in uses:
-            count[v] += 1
-    reg_bytes = p.reg_bytes
-    out: dict[int, float] = {}
-    for n, members in p.members.items():
-        if p.shape[n].file != file:
-            continue
-        if math.isinf(p.cost[n]) or n in p.precolored:
-            out[n] = math.inf
-        else:
-            out[n] = float(sum(count[v] * reg_bytes[v] for v in members))
-    return out
 
 
 def allocate_class(core: FatPoint, trials: int) -> tuple[Attempt, list[Attempt]]:
