@@ -86,13 +86,15 @@ def test_the_unmutated_allocations_verify():
 # --- the mutations ---------------------------------------------------------------------------
 
 def _swap_sites(text):
-    """Original instructions reading two different 32-bit registers."""
+    """Original instructions reading two different 32-bit registers, neither of them the
+    destination (``add %R1, %R2, %R3``; ``fma %R5, %R5, %R7, %R6`` swaps %R7 and %R6)."""
     for i, line in enumerate(lines_of(text)):
         if not is_instruction(line) or "//@" in line or line.strip().startswith(("st.", "@")):
             continue
         regs = re.findall(r"%R\d+\b", line.split("//")[0])
-        if len(regs) == 3 and len({regs[1], regs[2]}) == 2 and regs[0] not in regs[1:]:
-            yield i, regs[1], regs[2]
+        sources = [r for r in regs[1:] if r != regs[0]] if len(regs) >= 3 else []
+        if len(sources) >= 2 and len(set(sources)) == len(sources):
+            yield i, sources[0], sources[1]
 
 
 def test_swap_two_registers_in_one_instruction():
