@@ -61,6 +61,7 @@ from ..spill import shared
 from ..spill.saves import insert_call_saves, insert_callee_saves
 from ..spill.slots import assign_slots
 from ..spill.split import SplitPlan, plan_splits
+from ..spill.windows import plan_window_runs, spillable_in_flight
 from ..target.abi import Convention
 from ..target.sm import SMProfile
 from ..target.units import GPR, PRED, RegFile, Shape, vreg_shape
@@ -181,6 +182,8 @@ class Allocation:
     state: SpillState
     name: Callable[[int], str]          # register id -> the name of its value in the input
     in_flight: set[int]                 # registers of asynchronous instructions
+    # those of them that may spill around their in-flight windows (:mod:`ptxalloc.spill.windows`)
+    around_windows: set[int] = field(default_factory=set)
     relief_precolored: dict[int, int] = field(default_factory=dict)   # see :func:`_spill`
     shared_block: tuple[int, str] | None = None    # --spill-to shared: threads, their source
     own_shared: int = 0                 # --spill-to shared: the function's own .shared bytes
@@ -261,8 +264,10 @@ def _prepare(fn: Function, sm: SMProfile, budget: int, options: Options, allocat
     info = bind_convention(work, conv, module_decls, origin_of)
     regfile = RegFile(budget, reserved=convention.callee_saved_reserved(conv, info, work))
     name = _original_names(fn, origin_of)
-    result.notes.extend(serialize_wgmma(work, regfile, pinned, name))
+    serializing = bool(knob_table.resolve(options.knobs)["SerializeWgmma"])
+    result.notes.extend(serialize_wgmma(work, regfile, pinned, name, serializing))
     check_feasible(work, regfile, pinned, name)
+    around_windows = spillable_in_flight(work) if serializing else set()
     in_flight = bind_async_waits(work)
     shared_block = None
     own_shared = 0
@@ -275,12 +280,12 @@ def _prepare(fn: Function, sm: SMProfile, budget: int, options: Options, allocat
                            one_dimensional=one_dim)
     else:
         state = SpillState(output.spill_array_name(fn, SPILL_ARRAY), origin_of)
-    state.no_spill |= in_flight
+    state.no_spill |= in_flight - around_windows
     uniform = _place_uniform(work, sm, options, info, pinned | in_flight, result)
     if uniform is not None:
         pinned = pinned | set(uniform.start)
     return Allocation(fn, sm, budget, options, session, result, work, conv, info, regfile,
-                      pinned, state, name, in_flight, shared_block=shared_block,
+                      pinned, state, name, in_flight, around_windows, shared_block=shared_block,
                       own_shared=own_shared, uniform=uniform)
 
 
@@ -359,7 +364,8 @@ def _analyse(a: Allocation) -> dict:
     # a run temporary of live-range splitting spills to its home slot, never by recomputation:
     # its value may have other definitions in the input (:mod:`ptxalloc.spill.split`)
     remat = {v: d for v, d in remat_candidates(work, work.instructions(), param_loads).items()
-             if v not in pinned and v not in info.precolored and v not in a.state.home}
+             if v not in pinned and v not in info.precolored and v not in a.state.home
+             and v not in a.around_windows}
     # a run temporary of live-range splitting is cheap to spill again: that only brings back
     # the reloads the split saved (:mod:`ptxalloc.spill.split`)
     cheap = {v: COMPUTE_COST for v in remat}
@@ -465,14 +471,19 @@ def _spill(a: Allocation, remat: dict) -> None:
 def _split_plan(a: Allocation, to_spill: set[int], remat: dict) -> SplitPlan | None:
     """The live-range splitting of the registers about to be spilled (:mod:`ptxalloc.spill.split`,
     knobs ``SpillSplitRegions`` and ``SpillSplitLoops``): run temporaries are never split again,
-    rematerializable registers are recomputed instead."""
+    rematerializable registers are recomputed instead. Registers of ``wgmma`` groups are split
+    at their in-flight windows always (:mod:`ptxalloc.spill.windows`) and not otherwise."""
     switches = knob_table.resolve(a.options.knobs)
     regions, loops = bool(switches["SpillSplitRegions"]), bool(switches["SpillSplitLoops"])
-    if not (regions or loops):
+    windowed = to_spill & a.around_windows
+    if not (regions or loops or windowed):
         return None
-    keep_out = set(remat) | set(a.state.home)
+    keep_out = set(remat) | set(a.state.home) | windowed
     limit = a.budget - a.regfile.reserved.bit_count() / 2
-    return plan_splits(a.analysis, to_spill, keep_out, limit, regions=regions, loops=loops)
+    plan = plan_splits(a.analysis, to_spill, keep_out, limit, regions=regions, loops=loops)
+    if windowed:
+        plan_window_runs(a.analysis.cfg, windowed, plan)
+    return plan
 
 
 # -- 3. compact -------------------------------------------------------------------------------

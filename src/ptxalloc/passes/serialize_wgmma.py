@@ -84,23 +84,34 @@ def _insert_waits(fn: Function) -> int:
 
 
 def serialize_wgmma(fn: Function, regfile: RegFile, pinned: set[int],
-                    name: Callable[[int], str]) -> list[str]:
+                    name: Callable[[int], str], serialize: bool = True) -> list[str]:
     """Serialize the ``wgmma`` groups of ``fn`` (in place) when the registers in flight do not
-    fit the budget; returns the warnings. Raises :class:`AllocationError` when they still do
-    not fit, naming the instruction."""
+    fit the budget (and ``serialize``, knob ``SerializeWgmma``, allows it); returns the
+    warnings. Raises :class:`AllocationError` when they still do not fit, naming the
+    instruction."""
     over = _overflow(fn, regfile, pinned)
     if over is None:
         return []
     notes = []
-    if any(s.opcode.startswith("wgmma.commit_group") for s in fn.instructions()):
+    serialized = False
+    if serialize and any(s.opcode.startswith("wgmma.commit_group") for s in fn.instructions()):
         first = over
         n = _insert_waits(fn)
         if n:
+            serialized = True
             notes.append(WARNING.format(need=first[1], line=first[0].line, k=regfile.k, n=n))
             over = _overflow(fn, regfile, pinned)
             if over is None:
                 return notes
     ins, need, flying = over
+    if serialized:          # one group alone does not fit: its registers are named
+        raise AllocationError(
+            f"{fn.filename}:{ins.line}: function '{fn.name}': '{ins.render(name)}' needs "
+            f"{need:g} registers at once even with the wgmma groups serialized: {flying:g} "
+            f"registers of its own wgmma group in flight (accumulators and A fragments, "
+            f"which can be neither spilled nor shared before the group's wait) and its "
+            f"operands, more than the budget of {regfile.k} allows (ptxalloc does not split a "
+            f"group into one wgmma.mma_async per wait, as ptxas can)")
     raise AllocationError(
         f"{fn.filename}:{ins.line}: function '{fn.name}': '{ins.render(name)}' needs {need:g} "
         f"registers at once (its operands and {flying:g} registers of asynchronous "

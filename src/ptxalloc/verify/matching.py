@@ -167,8 +167,10 @@ class Matcher:
         oi = 0
         counts = {"spill": 0, "reload": 0, "remat": 0, "move": 0, "pspill": 0, "preload": 0}
         array_decl = None
+        last = None         # the previous instruction or label (a //@serialize's must be a commit)
         for s in self.alloc.body:
             t = type(s)
+            before, last = last, (s if t is Instruction or t is Label else last)
             if t is Instruction:
                 idx = len(events)
                 m = ANNOTATION.match(s.comment) if s.comment else None
@@ -182,7 +184,7 @@ class Matcher:
                     counts[kind] = counts.get(kind, 0) + 1
                 elif s.comment.strip() == SERIALIZE:
                     self.sites.append((s, s.line, None))
-                    events.append(self._serialize(s, idx))
+                    events.append(self._serialize(s, idx, before))
                     counts["serialize"] = counts.get("serialize", 0) + 1
                 elif s.comment.strip() == SBASE:
                     self.sites.append((s, s.line, None))
@@ -393,16 +395,26 @@ class Matcher:
         return Original(idx, tuple(uses), tuple(defs), guarded, clobber, asyn, wait_clear, opc,
                         gen, 0 if guarded else kill, gen | kill)
 
-    def _serialize(self, a: Instruction, idx: int) -> Event:
+    def _serialize(self, a: Instruction, idx: int, before) -> Event:
         """``//@serialize``: an inserted ``wgmma.wait_group.sync.aligned 0`` (the allocator
         serialized the wgmma groups, :mod:`ptxalloc.passes.serialize_wgmma`). Waiting earlier
         only shortens the asynchrony: it reads and writes no register, and retires the
-        in-flight wgmma registers as an original ``wait_group 0`` does."""
+        in-flight wgmma registers as an original ``wait_group 0`` does. It must come right
+        after an unguarded ``wgmma.commit_group.sync.aligned`` (``before``, no label between):
+        there every ``wgmma.mma_async`` issued is in a committed group, which is all a
+        ``wait_group`` waits for, and the wait is executed by exactly the threads of the
+        warpgroup that executed the commit, as ``.aligned`` requires."""
         ops = a.ops
         if (a.guard >= 0 or a.opcode != "wgmma.wait_group.sync.aligned" or len(ops) != 1
                 or type(ops[0]) is not Imm or ops[0].text.strip() != "0"):
             raise self.fail_at(idx, "a //@serialize instruction must be an unguarded "
                                     "'wgmma.wait_group.sync.aligned 0'")
+        if (type(before) is not Instruction or before.guard >= 0
+                or before.opcode != "wgmma.commit_group.sync.aligned"):
+            raise self.fail_at(idx, "a //@serialize wait must follow an unguarded "
+                                    "'wgmma.commit_group.sync.aligned' directly (a wgmma "
+                                    "issued since the last commit is in no group it waits "
+                                    "for)")
         return Wait(idx)
 
     def _base_run(self) -> BaseRun:
