@@ -62,14 +62,15 @@ def test_triton_attention_allocates_proven_and_assembles(stem, k, allocator):
 
 
 SMALL = [("attn_fwd_tma_64x64_d64", 64), ("attn_fwd_tma_128x128_d128", 128),
-         ("attn_bwd_d64", 128)]
+         ("attn_bwd_d64", 128), ("attn_bwd_d64", 64)]
 
 
 @pytest.mark.ptxas
 @pytest.mark.parametrize("stem,k", SMALL, ids=[f"{s}-K{k}" for s, k in SMALL])
 def test_triton_attention_spills_accumulators_around_their_windows(stem, k):
     """Before: refused ("cannot allocate 'mov.b32 %r135, 0f00000000;' within 64 registers"
-    for the 64x64 forward; an xfail at K = 128 for the other two): the registers of a wgmma
+    for the 64x64 forward; an xfail at K = 128 for the other two; the backward at K = 64
+    "'wgmma.mma_async ...' needs 78 registers at once"): the registers of a wgmma
     group were never spilled, even where no group had them in flight. Now they spill around
     their windows (spill/windows.py): reloaded before the group's fence, stored after its
     wait; the checker proves it from the original and ptxas assembles it."""
@@ -87,16 +88,26 @@ def test_triton_attention_at_k64_is_serialized():
     assert fr.text.count("//@serialize") == 2
 
 
-def test_a_group_beyond_the_budget_is_refused_naming_its_registers():
+def test_attention_backward_at_k64_is_serialized_within_its_groups():
     """attn_bwd's groups each hold two 32-register accumulators: at K = 64 one group alone
-    does not fit even serialized (ptxas splits a group, one wgmma.mma_async per wait)."""
-    module = parse((TRITON / "attn_bwd_d64.ptx").read_text(), "attn_bwd_d64.ptx")
+    does not fit even with a wait after each commit, so each wgmma.mma_async followed by
+    another in its group becomes a group of its own, as ptxas serializes (C7511)."""
+    _, res = _allocate(TRITON / "attn_bwd_d64.ptx", 64)
+    (fr,) = res.functions
+    assert any("serialized within their groups" in n for n in fr.notes), fr.notes
+    assert fr.text.count("wgmma.fence.sync.aligned;\t//@serialize") == 37
+
+
+def test_one_wgmma_beyond_the_budget_is_refused_naming_its_registers():
+    module = parse(HAND.read_text(), "wgmma_serialize_sm90a.ptx")
     with pytest.raises(AllocationError) as e:
-        allocate_module(module, 64)
-    msg = str(e.value)
-    assert msg.startswith("attn_bwd_d64.ptx:2645: function '_attn_bwd': 'wgmma.mma_async")
-    assert "needs 78 registers at once even with the wgmma groups serialized: 40 registers " \
-           "of its own wgmma group in flight" in msg
+        allocate_module(module, 16)
+    assert str(e.value) == (
+        "wgmma_serialize_sm90a.ptx:49: function 'four_groups': "
+        "'wgmma.commit_group.sync.aligned;' needs 20 registers at once even with every "
+        "wgmma.mma_async waited for at once: 20 registers of its wgmma.mma_async in flight "
+        "(accumulators and A fragments, which can be neither spilled nor shared before the "
+        "wait) and its operands, more than the budget of 16 allows")
 
 
 TWO = DATA / "wgmma" / "wgmma_two_accumulators_sm90a.ptx"
@@ -228,3 +239,63 @@ def test_accumulator_with_a_b32_member_among_f32_ones(k, allocator):
     (fr,) = res.functions
     assert 0 < fr.registers <= k
     _assembles(res)
+
+
+ONE_GROUP = DATA / "wgmma" / "wgmma_one_group_two_accumulators_sm90a.ptx"
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("allocator", ["briggs", "fatpoint"])
+@pytest.mark.parametrize("k", [36, 32])
+def test_one_group_split_into_one_wgmma_per_group(k, allocator):
+    """One group, two wgmma.mma_async on two 16-register accumulators: 40 registers in flight
+    in one group. Refused with the knob off; now the first wgmma is committed, waited for and
+    fenced off from the second (three //@serialize), each accumulator spills around its own
+    window, proven and assembled."""
+    module = parse(ONE_GROUP.read_text(), str(ONE_GROUP))
+    with pytest.raises(AllocationError):
+        allocate_module(module, k, options=Options(allocator, knobs={"SerializeWgmma": 0}))
+    _, res = _allocate(ONE_GROUP, k, allocator)
+    (fr,) = res.functions
+    assert fr.registers <= k
+    lines = [line.strip() for line in fr.text.splitlines()]
+    serialized = [line for line in lines if line.endswith("//@serialize")]
+    assert serialized == ["wgmma.commit_group.sync.aligned;\t//@serialize",
+                          "wgmma.wait_group.sync.aligned\t0;\t//@serialize",
+                          "wgmma.fence.sync.aligned;\t//@serialize"]
+    assert _fence_to_wait_is_clean(fr.text)
+    _assembles(res)
+
+
+def _swap_with_previous(text: str, marker: str) -> str:
+    lines = text.split("\n")
+    i = next(k for k, line in enumerate(lines) if marker in line)
+    lines[i - 1], lines[i] = lines[i], lines[i - 1]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("marker,message", [
+    ("wgmma.commit_group.sync.aligned;\t//@serialize", "serialize commit_group must follow"),
+    ("wgmma.fence.sync.aligned;\t//@serialize", "write must come before the fence"),
+])
+def test_checker_rejects_serialize_instructions_out_of_place(marker, message):
+    """An inserted commit must follow a wgmma.mma_async, an inserted fence an inserted wait;
+    moved one line up (before the wgmma, before the reload or wait) they are refused."""
+    module, res = _allocate(ONE_GROUP, 36)
+    verify_modules(module, parse_allocated(res.ptx))
+    bad = _swap_with_previous(res.ptx, marker)
+    with pytest.raises(VerificationError, match=message):
+        verify_modules(module, parse_allocated(bad))
+
+
+def test_checker_rejects_an_inserted_fence_before_the_inserted_wait():
+    module, res = _allocate(ONE_GROUP, 36)
+    lines = res.ptx.split("\n")
+    fence = next(k for k, line in enumerate(lines)
+                 if line.strip() == "wgmma.fence.sync.aligned;\t//@serialize")
+    wait = next(k for k, line in enumerate(lines)
+                if line.strip() == "wgmma.wait_group.sync.aligned\t0;\t//@serialize")
+    moved = lines[:wait] + [lines[fence]] + lines[wait:fence] + lines[fence + 1:]
+    with pytest.raises(VerificationError, match="serialize fence must follow an unguarded "
+                                                "'wgmma.wait_group.sync.aligned' //@serialize"):
+        verify_modules(module, parse_allocated("\n".join(moved)))
