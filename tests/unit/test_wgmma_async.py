@@ -258,6 +258,7 @@ def test_one_group_split_into_one_wgmma_per_group(k, allocator):
     _, res = _allocate(ONE_GROUP, k, allocator)
     (fr,) = res.functions
     assert fr.registers <= k
+    assert any("serialized within their groups" in n for n in fr.notes), fr.notes
     lines = [line.strip() for line in fr.text.splitlines()]
     serialized = [line for line in lines if line.endswith("//@serialize")]
     assert serialized == ["wgmma.commit_group.sync.aligned;\t//@serialize",
