@@ -50,17 +50,17 @@ class Window:
     writes: bool
 
 
-def find_windows(fn: Function, cfg: CFG | None = None) -> tuple[CFG, dict[int, list[Window]],
+def find_windows(fn: Function, cfg: CFG | None = None) -> tuple[dict[int, list[Window]],
                                                                    set[int]]:
-    """The windows of every register a ``wgmma.mma_async`` accesses asynchronously, and the
-    registers in flight somewhere that have a window that is not a clean run (or are in flight
-    for another instruction than ``wgmma``): those may not be spilled."""
-    cfg = cfg or CFG(fn)
+    """The windows of every register a ``wgmma.mma_async`` accesses asynchronously (ids in
+    ``cfg.instrs``), and the registers in flight somewhere that have a window that is not a
+    clean run (or are in flight for another instruction than ``wgmma``): those may not be
+    spilled. A function without asynchronous instructions costs one scan (no CFG)."""
     got = in_flight(fn, cfg)
     windows: dict[int, list[Window]] = {}
     unclean: set[int] = set()
     if got is None:
-        return cfg, windows, unclean
+        return windows, unclean
     cfg, before = got
     instrs = cfg.instrs
     n = len(instrs)
@@ -100,7 +100,7 @@ def find_windows(fn: Function, cfg: CFG | None = None) -> tuple[CFG, dict[int, l
                 unclean.add(v)
     for v in unclean:
         windows.pop(v, None)
-    return cfg, windows, unclean
+    return windows, unclean
 
 
 def _window(instrs: list[Instruction], before: list[int], v: int, issue: int, first: int,
@@ -132,8 +132,7 @@ def _window(instrs: list[Instruction], before: list[int], v: int, issue: int, fi
 def spillable_in_flight(fn: Function) -> set[int]:
     """The registers of ``fn`` in flight somewhere whose every window is a clean run: those
     the allocator may spill around their windows."""
-    _, windows, _ = find_windows(fn)
-    return set(windows)
+    return set(find_windows(fn)[0])
 
 
 def plan_window_runs(cfg: CFG, spill: set[int], plan: SplitPlan) -> set[int]:
@@ -143,7 +142,7 @@ def plan_window_runs(cfg: CFG, spill: set[int], plan: SplitPlan) -> set[int]:
     wait as the window needs. Returns the registers so planned (to keep out of the other
     splits). Raises :class:`InternalError` for a register in flight whose windows are not
     clean runs (the driver never spills one)."""
-    _, windows, unclean = find_windows(cfg.fn, cfg)
+    windows, unclean = find_windows(cfg.fn, cfg)
     bad = spill & unclean
     if bad:
         raise InternalError(f"registers in flight outside a clean wgmma window were chosen "
