@@ -116,6 +116,17 @@ _PERF = re.compile(r"\.(maxntid|reqntid|minnctapersm|maxnctapersm|maxnreg|noretu
 #: a register type as a simple declaration writes it (".u32") -> its class
 _REG_TYPES = {"." + t: class_of_type(t) for t in _TYPE_SIZE}
 
+# A whole line holding one register declaration of one scalar register (groups 1-3: the
+# statement, its type, the name) or one instruction without braces, parentheses, strings,
+# comments or labels (groups 4-7: '!', the guard, the opcode, the operand text): most lines of
+# every body, read with one match. The operand text holds no blank but spaces and tabs, so
+# that it splits as the general path splits it. Any other line takes the general path.
+_SIMPLE_LINE = re.compile(r"""[ \t]*(?:
+    (\.reg[ \t]+(\.\w+)[ \t]+([A-Za-z_$%][\w$%]*)[ \t]*;)
+  | (?:@(!?)([A-Za-z_$%][\w$%]*)[ \t]+)?
+    ([A-Za-z_][\w.]*(?:::[\w.]+)*)(?:[ \t]+([ \t!#-'*-.0-9<-?A-Z\[\\\]^_`a-z|~]*))?;
+)[ \t\r]*\n""", re.X)
+
 _KNOWN_VERSION = re.compile(r"[1-9]\.\d+")      # PTX ISA 1.0 to 9.x
 
 
@@ -306,6 +317,21 @@ class _FunctionParser:
         if self.constants:
             self.constants.clear()              # a cached address may name what is declared
 
+    def declare_one(self, name: str, ptype: str, rclass: RegClass, s: str, line: int,
+                    pos: int) -> None:
+        """The declaration ``s`` (``.reg .u32 %r1;``) of the one scalar register ``name``:
+        :meth:`declare`'s work for the commonest declaration, and its statement."""
+        names = self.names
+        if name in names:
+            self.redeclared(name, line, pos)
+        if len(self.scopes) > 1:                # the function's own scope is never undone
+            self.scopes[-1].append((name, names.get(name)))
+        names[name] = [ptype, rclass, 0, line, -1]
+        self.scope_names[-1].add(name)
+        if self.constants:
+            self.constants.clear()
+        self.fn.body.append(Raw(REG_DECL, s, line))
+
     def redeclared(self, name: str, line: int, pos: int) -> None:
         """Warn when ``name``, already declared, was declared in the current scope (ptxas:
         "Duplicate definition of variable"); shadowing an outer scope's name is fine."""
@@ -494,17 +520,28 @@ class _FunctionParser:
             if gname[0] == "!":
                 neg = True
                 gname = gname[1:]
-            e = self.names.get(gname)
-            if e is None or e[1] != RegClass.PRED:
-                raise self.src.error(f"guard '{gname}' is not a declared predicate", pos, gname)
-            guard = self.materialize(gname, e)
+            guard = self.guard(gname, pos)
         parts = s.split(None, 1)
         opcode = parts[0]
         facts = _OPCODE_FACTS.get(opcode) or _opcode_facts(opcode)
         if facts is None:
             raise self.src.error(f"cannot parse statement '{s[:60]}'", pos)
-        if len(parts) > 1:
-            rest = parts[1]
+        return self.build(opcode, facts, parts[1] if len(parts) > 1 else "", guard, neg, pos,
+                          line, loc)
+
+    def guard(self, name: str, pos: int) -> int:
+        """The register id of the guard predicate ``name`` (without its '@' and '!')."""
+        e = self.names.get(name)
+        if e is None or e[1] != RegClass.PRED:
+            raise self.src.error(f"guard '{name}' is not a declared predicate", pos, name)
+        vid = e[4]
+        return vid if vid >= 0 else self.materialize(name, e)
+
+    def build(self, opcode: str, facts: tuple, rest: str, guard: int, neg: bool, pos: int,
+              line: int, loc) -> Instruction:
+        """The instruction ``opcode`` (with its :func:`_opcode_facts`) over the operand text
+        ``rest`` ('' for none), guarded by the register ``guard`` (-1: none)."""
+        if rest:
             o = rest.find("[")
             if "{" in rest or "(" in rest:
                 plain = False
@@ -641,8 +678,28 @@ class _FunctionParser:
         self.depth = 0
         self.open_pos = start - 1
         fresh = True            # pos is at the start of a line (or of the body)
+        simple_line = _SIMPLE_LINE.match
+        build = self.build
+        facts_of = _OPCODE_FACTS.get
         while True:
             if fresh:
+                m = simple_line(text, pos)
+                if m is not None:
+                    # the commonest lines in one match: an instruction, or one register
+                    decl, ptype, name, neg, gname, opcode, rest = m.groups()
+                    if decl is None:
+                        body.append(build(opcode, facts_of(opcode) or _opcode_facts(opcode),
+                                          rest, -1 if gname is None else self.guard(gname, pos),
+                                          bool(neg), pos, line, self.loc))
+                        pos = m.end()
+                        line += 1
+                        continue
+                    rclass = _REG_TYPES.get(ptype)
+                    if rclass is not None:
+                        self.declare_one(name, ptype, rclass, decl, line, pos)
+                        pos = m.end()
+                        line += 1
+                        continue
                 nl = text.find("\n", pos)
                 if nl < 0:
                     nl = n
@@ -664,16 +721,7 @@ class _FunctionParser:
                         rclass = (_REG_TYPES.get(words[1]) if len(words) == 3
                                   and words[0] == ".reg" else None)
                         if rclass is not None and words[2][0] != ".":
-                            name = words[2]
-                            if name in names:
-                                self.redeclared(name, line, pos)
-                            if len(scopes) > 1:     # the function's own scope is never undone
-                                scopes[-1].append((name, names.get(name)))
-                            names[name] = [words[1], rclass, 0, line, -1]
-                            scope_names[-1].add(name)
-                            if self.constants:
-                                self.constants.clear()
-                            body.append(Raw(REG_DECL, s, line))
+                            self.declare_one(words[2], words[1], rclass, s, line, pos)
                             pos = nl + 1
                             line += 1
                             continue

@@ -1,0 +1,81 @@
+"""The parser's one-match line (``ptx/parser.py``, ``_SIMPLE_LINE``: an instruction or a one-
+register declaration alone on its line) against its general path (statements read token by
+token): a body written one statement a line and the same body on one line must parse alike --
+the same registers, and every instruction the same opcode, guard, operands, roles, defs, uses
+and copy flag. Generated lines vary blanks, guards, ``::`` opcodes, addresses, immediates and
+operand counts, including the forms the one match refuses (a '\\r', an empty operand list)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings, strategies as st
+
+from ptxalloc.errors import PtxSyntaxError
+from ptxalloc.ir.instruction import Instruction
+from ptxalloc.ptx import parse
+from ptxalloc.ptx.parser import _SIMPLE_LINE
+
+REGS = ["%r1", "%r2", "%r3", "%rd1", "%f1"]
+DECLS = [("u32", "%r1"), ("b32", "%r2"), ("s32", "%r3"), ("u64", "%rd1"), ("f32", "%f1"),
+         ("pred", "%p1")]
+blank = st.sampled_from([" ", "\t", "  ", " \t"])
+pad = st.sampled_from(["", " ", "\t"])
+operand = st.one_of(st.sampled_from(REGS), st.sampled_from(["0", "-1", "0x10", "4U", "0f3F800000"]),
+                    st.builds(lambda r, o: f"[{r}{o}]", st.sampled_from(["%rd1", "%r1"]),
+                              st.sampled_from(["", "+4", "+-8", " + 12"])))
+opcode = st.sampled_from(["add.u32", "mov.b32", "mov.u32", "ld.global.u32", "st.shared::cta.u32",
+                          "selp.b32", "mad.lo.s32", "cvt.u64.u32", "ret", "exit", "bar.sync",
+                          "frobnicate.x"])
+
+
+@st.composite
+def instruction(draw) -> str:
+    guard = draw(st.sampled_from(["", "@%p1", "@!%p1"]))
+    ops = draw(st.lists(operand, max_size=4))
+    text = draw(opcode)
+    if ops:
+        sep = draw(st.sampled_from([",", ", ", " ,", "\t,\t"]))
+        text += draw(blank) + sep.join(ops)
+    if guard:
+        text = guard + draw(blank) + text
+    return draw(pad) + text + draw(pad) + ";" + draw(st.sampled_from(["", " ", "\r"]))
+
+
+@st.composite
+def declarations(draw) -> list[str]:
+    return [draw(pad) + ".reg" + draw(blank) + "." + ptype + draw(blank) + name + draw(pad) + ";"
+            for ptype, name in DECLS]
+
+
+def _body(lines: list[str], joined: bool) -> str:
+    inner = " ".join(x.strip() for x in lines) if joined else "\n".join(lines)
+    return (".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n"
+            + inner + "\n}\n")
+
+
+def _facts(text: str):
+    try:
+        module = parse(text, "f.ptx")
+    except PtxSyntaxError as e:
+        return ("error", e.message)
+    fn = module.functions[0]
+    instrs = [(s.opcode, s.guard, s.guard_neg, [o.render(str) for o in s.ops], s.roles,
+               s.defs, s.uses, s.is_copy, s.known)
+              for s in fn.body if type(s) is Instruction]
+    return (fn.regs.names, [c.name for c in fn.regs.classes], instrs,
+            sorted(w.message for w in module.warnings))
+
+
+@settings(max_examples=150, deadline=None)
+@given(declarations(), st.lists(instruction(), min_size=1, max_size=6))
+def test_one_match_line_parses_as_the_general_path(decls, instrs):
+    lines = decls + instrs
+    assert _facts(_body(lines, joined=False)) == _facts(_body(lines, joined=True))
+
+
+def test_the_one_match_takes_the_common_lines_and_refuses_the_others():
+    takes = ["\tadd.u32 %r1, %r2, 3;\n", "@!%p1 bra $L1;\n", "ret;\n", ".reg .u32 %r1;\n",
+             "ld.shared::cta.u32 %r1, [%r2+4] ;\r\n"]
+    refuses = ["L1: add.u32 %r1, %r2;\n", "add.u32 %r1, %r2; // c\n", "mov.b64 %rd1, {%r1,%r2};\n",
+               "call (%r1), f, (%r2);\n", "ret \r;\n", ".reg .u32 %r<4>;\n", "add.u32 %r1, %r2;"]
+    assert all(_SIMPLE_LINE.match(x) for x in takes)
+    assert not any(_SIMPLE_LINE.match(x) for x in refuses)
