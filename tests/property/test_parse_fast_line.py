@@ -79,3 +79,42 @@ def test_the_one_match_takes_the_common_lines_and_refuses_the_others():
                "call (%r1), f, (%r2);\n", "ret \r;\n", ".reg .u32 %r<4>;\n", "add.u32 %r1, %r2;"]
     assert all(_SIMPLE_LINE.match(x) for x in takes)
     assert not any(_SIMPLE_LINE.match(x) for x in refuses)
+
+
+def _by_character(text: str):
+    """The bracket-aware splits by their definition, one character at a time: (the pieces
+    between commas outside brackets, the split at the first '|' outside them, the first
+    unopened closer or else the last unclosed opener)."""
+    pieces, pipe, opened, bad = [], None, [], None
+    depth, start = 0, 0
+    for i, ch in enumerate(text):
+        if ch in "{[(":
+            depth += 1
+            opened.append(i)
+        elif ch in "}])":
+            depth -= 1
+            if not opened and bad is None:
+                bad = i
+            elif opened:
+                opened.pop()
+        elif ch == "," and depth == 0:
+            pieces.append(text[start:i])
+            start = i + 1
+        elif ch == "|" and depth == 0 and pipe is None:
+            pipe = (text[:i], text[i + 1:])
+    pieces.append(text[start:])
+    if not any(c in text for c in "{[("):      # no opener: every comma splits
+        pieces = text.split(",")
+    if bad is None:
+        bad = opened[-1] if opened else -1
+    return pieces, pipe or (text, None), bad
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=",{}[]()|a %", max_size=24))
+def test_bracket_aware_splits_follow_their_definition(text):
+    from ptxalloc.ptx.parser import _split_pipe, _split_top, _unbalanced_at
+    pieces, pipe, bad = _by_character(text)
+    assert _split_top(text) == pieces
+    assert _split_pipe(text) == pipe
+    assert _unbalanced_at(text) == bad

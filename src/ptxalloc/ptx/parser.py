@@ -195,6 +195,12 @@ _BODY_DIRECTIVES = frozenset((".param", ".local", ".shared", ".global", ".const"
                               ".tex", ".texref", ".samplerref", ".surfref", ".section"))
 
 
+# the characters the bracket-aware splits look at (every other one is skipped by the regex)
+_COMMA_OR_BRACKET = re.compile(r"[,{}\[\]()]")
+_PIPE_OR_BRACKET = re.compile(r"[|{}\[\]()]")
+_BRACKET = re.compile(r"[{}\[\]()]")
+
+
 def _split_top(text: str) -> list[str]:
     """Split on commas outside brackets, braces and parentheses."""
     if "{" not in text and "[" not in text and "(" not in text:
@@ -202,14 +208,17 @@ def _split_top(text: str) -> list[str]:
     out = []
     depth = 0
     start = 0
-    for i, ch in enumerate(text):
-        if ch in "{[(":
+    for m in _COMMA_OR_BRACKET.finditer(text):
+        ch = m.group()
+        if ch == ",":
+            if depth == 0:
+                i = m.start()
+                out.append(text[start:i])
+                start = i + 1
+        elif ch in "{[(":
             depth += 1
-        elif ch in "}])":
+        else:
             depth -= 1
-        elif ch == "," and depth == 0:
-            out.append(text[start:i])
-            start = i + 1
     out.append(text[start:])
     return out
 
@@ -217,13 +226,16 @@ def _split_top(text: str) -> list[str]:
 def _split_pipe(text: str) -> tuple[str, str | None]:
     """Split ``a|b`` at a '|' outside brackets (``{..}|%p`` is a vector and a predicate)."""
     depth = 0
-    for i, ch in enumerate(text):
-        if ch in "{[(":
+    for m in _PIPE_OR_BRACKET.finditer(text):
+        ch = m.group()
+        if ch == "|":
+            if depth == 0:
+                i = m.start()
+                return text[:i], text[i + 1:]
+        elif ch in "{[(":
             depth += 1
-        elif ch in "}])":
+        else:
             depth -= 1
-        elif ch == "|" and depth == 0:
-            return text[:i], text[i + 1:]
     return text, None
 
 
@@ -231,12 +243,12 @@ def _unbalanced_at(text: str) -> int:
     """Index of the first closing bracket without an opener, or of the last opener left
     unclosed; -1 when the brackets balance."""
     opened: list[int] = []
-    for i, ch in enumerate(text):
-        if ch in "{[(":
-            opened.append(i)
-        elif ch in "}])":
-            if not opened:
-                return i
+    for m in _BRACKET.finditer(text):
+        if m.group() in "{[(":
+            opened.append(m.start())
+        elif not opened:
+            return m.start()
+        else:
             opened.pop()
     return opened[-1] if opened else -1
 
