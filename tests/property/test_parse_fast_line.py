@@ -1,16 +1,20 @@
-"""The parser's one-match line (``ptx/parser.py``, ``_SIMPLE_LINE``: an instruction or a one-
-register declaration alone on its line) against its general path (statements read token by
-token): a body written one statement a line and the same body on one line must parse alike --
-the same registers, and every instruction the same opcode, guard, operands, roles, defs, uses
-and copy flag. Generated lines vary blanks, guards, ``::`` opcodes, addresses, immediates and
-operand counts, including the forms the one match refuses (a '\\r', an empty operand list)."""
+"""The parser's one-match line (``ptx/parser.py``, ``_SIMPLE_LINE``: an instruction, a one-
+register declaration, a label or a ``.loc`` alone on its line) against its general path
+(statements read token by token): a body written one statement a line and the same body on one
+line must parse alike -- the same registers and labels, every instruction the same opcode,
+guard, operands, roles, defs, uses, copy flag and location, the same warnings. Generated lines
+vary blanks, guards, ``::`` opcodes, addresses, immediates and operand counts, including forms
+the one match refuses (a '\\r' before the ';'); and the bracket-aware operand splits against
+their definition."""
 
 from __future__ import annotations
+
+import re
 
 from hypothesis import given, settings, strategies as st
 
 from ptxalloc.errors import PtxSyntaxError
-from ptxalloc.ir.instruction import Instruction
+from ptxalloc.ir.instruction import Instruction, Label
 from ptxalloc.ptx import parse
 from ptxalloc.ptx.parser import _SIMPLE_LINE
 
@@ -46,6 +50,18 @@ def declarations(draw) -> list[str]:
             for ptype, name in DECLS]
 
 
+@st.composite
+def other_line(draw) -> str:
+    """A label alone, a ``.loc`` or a blank line (read with one match too)."""
+    kind = draw(st.sampled_from(["label", "loc", "blank"]))
+    if kind == "label":
+        return draw(pad) + draw(st.sampled_from(["$L__BB0_1", "L2", "_x%3"])) + draw(pad) + ":"
+    if kind == "loc":
+        line, col = draw(st.integers(1, 99)), draw(st.integers(0, 9))
+        return draw(pad) + ".loc" + draw(blank) + f"1 {line} {col}" + draw(pad)
+    return draw(pad)
+
+
 def _body(lines: list[str], joined: bool) -> str:
     inner = " ".join(x.strip() for x in lines) if joined else "\n".join(lines)
     return (".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n"
@@ -59,24 +75,27 @@ def _facts(text: str):
         return ("error", e.message)
     fn = module.functions[0]
     instrs = [(s.opcode, s.guard, s.guard_neg, [o.render(str) for o in s.ops], s.roles,
-               s.defs, s.uses, s.is_copy, s.known)
+               s.defs, s.uses, s.is_copy, s.known, s.loc)
               for s in fn.body if type(s) is Instruction]
-    return (fn.regs.names, [c.name for c in fn.regs.classes], instrs,
-            sorted(w.message for w in module.warnings))
+    labels = [s.name for s in fn.body if type(s) is Label]
+    return (fn.regs.names, [c.name for c in fn.regs.classes], instrs, labels,
+            sorted(re.sub(r"line \d+", "line N", w.message) for w in module.warnings))
 
 
 @settings(max_examples=150, deadline=None)
-@given(declarations(), st.lists(instruction(), min_size=1, max_size=6))
-def test_one_match_line_parses_as_the_general_path(decls, instrs):
-    lines = decls + instrs
+@given(declarations(), st.lists(st.one_of(instruction(), other_line()), min_size=1, max_size=8))
+def test_one_match_line_parses_as_the_general_path(decls, statements):
+    lines = decls + statements
     assert _facts(_body(lines, joined=False)) == _facts(_body(lines, joined=True))
 
 
 def test_the_one_match_takes_the_common_lines_and_refuses_the_others():
     takes = ["\tadd.u32 %r1, %r2, 3;\n", "@!%p1 bra $L1;\n", "ret;\n", ".reg .u32 %r1;\n",
+             "$L__BB0_2:\n", "\t.loc\t1 22 5\n", " \t\n",
              "ld.shared::cta.u32 %r1, [%r2+4] ;\r\n"]
     refuses = ["L1: add.u32 %r1, %r2;\n", "add.u32 %r1, %r2; // c\n", "mov.b64 %rd1, {%r1,%r2};\n",
-               "call (%r1), f, (%r2);\n", "ret \r;\n", ".reg .u32 %r<4>;\n", "add.u32 %r1, %r2;"]
+               "call (%r1), f, (%r2);\n", "ret \r;\n", ".reg .u32 %r<4>;\n", "add.u32 %r1, %r2;",
+               ".loc 1 2 3 // x.py:2\n", "$L1: /* c */\n"]
     assert all(_SIMPLE_LINE.match(x) for x in takes)
     assert not any(_SIMPLE_LINE.match(x) for x in refuses)
 

@@ -116,16 +116,21 @@ _PERF = re.compile(r"\.(maxntid|reqntid|minnctapersm|maxnctapersm|maxnreg|noretu
 #: a register type as a simple declaration writes it (".u32") -> its class
 _REG_TYPES = {"." + t: class_of_type(t) for t in _TYPE_SIZE}
 
-# A whole line holding one register declaration of one scalar register (groups 1-3: the
-# statement, its type, the name) or one instruction without braces, parentheses, strings,
-# comments or labels (groups 4-7: '!', the guard, the opcode, the operand text): most lines of
-# every body, read with one match. The operand text holds no blank but spaces and tabs, so
-# that it splits as the general path splits it. Any other line takes the general path.
-_SIMPLE_LINE = re.compile(r"""[ \t]*(?:
-    (\.reg[ \t]+(\.\w+)[ \t]+([A-Za-z_$%][\w$%]*)[ \t]*;)
-  | (?:@(!?)([A-Za-z_$%][\w$%]*)[ \t]+)?
-    ([A-Za-z_][\w.]*(?:::[\w.]+)*)(?:[ \t]+([ \t!#-'*-.0-9<-?A-Z\[\\\]^_`a-z|~]*))?;
-)[ \t\r]*\n""", re.X)
+# A whole line of the commonest kinds, read with one match: one register declaration of one
+# scalar register (groups 1-3: the statement, its type, the name), one instruction without
+# braces, parentheses, strings, comments or labels (groups 4-7: '!', the guard, the opcode,
+# the operand text), a label alone (8), a ``.loc`` (9), or nothing. The operand text holds no
+# blank but spaces and tabs, so that it splits as the general path splits it. Any other line
+# takes the general path; the quantifiers are possessive, so that a line of another kind (a
+# long wgmma with a '{' or a comment) fails at its first misfit instead of backtracking.
+_SIMPLE_LINE = re.compile(r"""[ \t]*+(?:
+    (\.reg[ \t]++(\.\w++)[ \t]++([A-Za-z_$%][\w$%]*+)[ \t]*+;)
+  | (?:@(!?)([A-Za-z_$%][\w$%]*+)[ \t]++)?
+    ([A-Za-z_][\w.]*+(?:::[\w.]++)*+)(?:[ \t]++([ \t!#-'*-.0-9<-?A-Z\[\\\]^_`a-z|~]*+))?;
+  | ([A-Za-z_$%][\w$%]*+)[ \t]*+:
+  | (""" + _LOC_GRAMMAR + r""")
+  |
+)[ \t\r]*+\n""", re.X)
 
 _KNOWN_VERSION = re.compile(r"[1-9]\.\d+")      # PTX ISA 1.0 to 9.x
 
@@ -697,13 +702,21 @@ class _FunctionParser:
             if fresh:
                 m = simple_line(text, pos)
                 if m is not None:
-                    # the commonest lines in one match: an instruction, or one register
-                    decl, ptype, name, neg, gname, opcode, rest = m.groups()
-                    if decl is None:
+                    # the commonest lines in one match (_SIMPLE_LINE)
+                    decl, ptype, name, neg, gname, opcode, rest, label, loc = m.groups()
+                    if opcode is not None:
                         body.append(build(opcode, facts_of(opcode) or _opcode_facts(opcode),
                                           rest, -1 if gname is None else self.guard(gname, pos),
                                           bool(neg), pos, line, self.loc))
                         pos = m.end()
+                        line += 1
+                        continue
+                    if decl is None:
+                        if label is not None:
+                            self.label(label, pos, line)
+                        elif loc is not None:
+                            self.add_loc(loc, line)
+                        pos = m.end()               # (or a blank line)
                         line += 1
                         continue
                     rclass = _REG_TYPES.get(ptype)
