@@ -209,9 +209,10 @@ def _adjacency(cfg: CFG, liveness: Liveness, classes, gpr_mask: int,
                     others = live
                 if len(defs) > 1:
                     others |= dm[i]
+                # the other file's registers and d itself are masked off once per register at
+                # the end (an OR distributes over the mask), not at every definition
                 for d in defs:
-                    fm = gpr_mask if classes[d] != pred else pred_mask
-                    adj[d] |= others & fm & ~(1 << d)
+                    adj[d] |= others
                 if ins.guard < 0:
                     for d in defs:
                         if live >> d & 1:       # its segment starts at this definition
@@ -244,17 +245,16 @@ def _adjacency(cfg: CFG, liveness: Liveness, classes, gpr_mask: int,
             for v in bits(ending):
                 into[v] |= runs.query(run_start[v], bid)
         prev = cur
-    for v in range(nregs):
-        other = into[v]
-        if other:
-            fm = gpr_mask if classes[v] != pred else pred_mask
-            adj[v] |= other & fm & ~(1 << v)
     # registers live on entry interfere with each other (implicit definitions at entry)
     entry = liveness.entry_live
     if entry:
         for v in bits(entry):
+            adj[v] |= entry
+    for v in range(nregs):
+        a = adj[v] | into[v]
+        if a:
             fm = gpr_mask if classes[v] != pred else pred_mask
-            adj[v] |= entry & fm & ~(1 << v)
+            adj[v] = a & fm & ~(1 << v)
     return adj, moves
 
 
