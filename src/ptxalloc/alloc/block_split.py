@@ -115,8 +115,8 @@ def split_at_block_ends(fn: Function, cfg: CFG, live_in: list[int], live_out: li
     ends (module docstring); ``cfg`` and the liveness (``live_in``/``live_out`` bitsets per
     block) are ``fn``'s; ``value_of(v)`` is the input's register whose value ``v`` carries
     (what a copy's ``//@move`` names); a (block, register) pair of ``whole`` gets no copy (its
-    last segment is its out name). None when no block redefines a register of ``cand``
-    live out of it (no copy to insert: the graph would not change)."""
+    last segment is its out name). None when every register stays one piece (the graph
+    would not change)."""
     mask = 0
     for v in cand:
         mask |= 1 << v
@@ -161,8 +161,6 @@ def split_at_block_ends(fn: Function, cfg: CFG, live_in: list[int], live_out: li
                 out_key[(b.id, v)] = last
         if ends:
             copies_at[b.id] = ends
-    if not copies_at:
-        return None
     for b in cfg.blocks:
         for s in b.succs:
             lin = live_in[s] & mask
@@ -233,6 +231,8 @@ def split_at_block_ends(fn: Function, cfg: CFG, live_in: list[int], live_out: li
                 inserted[id(mv)] = (at[0], v)
                 moves.append(mv)
         body.extend(moves + [new] if at[1] else [new] + moves)
+    if not origin:
+        return None                     # every register is one piece: nothing changed
     out.body = body
     return BlockSplit(out, inserted, origin)
 
