@@ -37,7 +37,7 @@ from ..ir.operands import Mem, Reg
 from ..ir.registers import RegClass
 from ..records import record
 from .api import Coloring, Problem
-from .compact import compact, high_water
+from .compact import clique_registers, compact, high_water
 
 
 @record
@@ -294,10 +294,14 @@ def recolor_split(work: Function, analysis, excluded: set[int], value_of, analys
     if best is None:
         return None
     found = high_water(best.problem, best.coloring.start)
+    # a count is proven minimal for the function only by a clique (values live at one point:
+    # no split lowers it); the search's proofs hold for the split graph alone
+    best.coloring.optimal = found <= clique_registers(best.problem) or None
     whole: frozenset = frozenset()
     tried = sorted(best.copies_left, key=lambda c: -freq[c[0]])[:MERGE_TRIES]
     for pair in tried:
         trial = colored(whole | {pair}, found + 1)
         if trial is not None and len(trial.copies_left) < len(best.copies_left):
+            trial.coloring.optimal = best.coloring.optimal
             whole, best = whole | {pair}, trial
     return best
