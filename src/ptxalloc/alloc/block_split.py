@@ -253,21 +253,25 @@ class SplitColoring:
 #: hottest block first: the split is recolored without it and kept so when the register count
 #: holds (matrixMul: 4 copies left, 1 in the loop; see docs/decisions.md).
 MERGE_TRIES = 8
+#: The most copies a kept split may leave inside loops (each runs on every trip): one register
+#: fewer is not worth more (Mandelbrot1_sm13<double>: 32 -> 31 registers for 18 to 22 copies
+#: in its loops; docs/decisions.md). ``SplitToMaxLive=2`` lifts the limit.
+LOOP_COPIES = 2
 
 
 def recolor_split(work: Function, analysis, excluded: set[int], value_of, analyse,
-                  problem_of, penalty_of, registers: int, penalty: int | None,
-                  bound: int) -> SplitColoring | None:
-    """The function ``work`` (its final round's ``analysis``, colored with ``registers``
-    general registers and ``penalty`` values to save around calls) split at block ends
-    (:func:`split_at_block_ends`) and colored by compaction (:func:`compact.compact`: the
+                  problem_of, registers: int, bound: int,
+                  loop_copies: int | None = LOOP_COPIES) -> SplitColoring | None:
+    """The leaf function ``work`` (its final round's ``analysis``, colored with ``registers``
+    general registers) split at block ends (:func:`split_at_block_ends`; ``excluded``
+    registers stay whole) and colored by compaction (:func:`compact.compact`: the
     program-order greedy colorings, the squeaky wheel, the bounded search down to ``bound``,
-    MaxLive), or None when that uses no fewer registers (or saves more values around calls).
-    Then each copy left with its ends in two registers is merged back in turn (at most
-    ``MERGE_TRIES``, hottest first) where the count holds without it.
-    ``analyse(fn)``, ``problem_of(analysis)`` and ``penalty_of(analysis, problem)`` build the
-    split function's analysis, uncoalesced problem and caller-save penalty as the driver does
-    for its own rounds."""
+    MaxLive), or None when that uses no fewer registers. Then each copy left with its ends
+    in two registers is merged back in turn (at most ``MERGE_TRIES``, hottest first) where
+    the count holds without it; a split that still leaves more than ``loop_copies`` copies
+    inside loops is not kept (None: no limit). ``analyse(fn)`` and ``problem_of(analysis)``
+    build the split function's analysis and uncoalesced problem as the driver does for its
+    own rounds."""
     cand = splittable(work, excluded)
     liveness = analysis.liveness
     freq = [b.freq for b in analysis.cfg.blocks]
@@ -282,8 +286,7 @@ def recolor_split(work: Function, analysis, excluded: set[int], value_of, analys
             return None                 # (a copy raised the pressure: no gain possible)
         problem = problem_of(new_analysis)
         coloring = Coloring()
-        if not compact(problem, coloring, bound, penalty=penalty_of(new_analysis, problem),
-                       to_beat=(to_beat, penalty)):
+        if not compact(problem, coloring, bound, to_beat=(to_beat, None)):
             return None
         start = problem.register_starts(coloring.start)
         left = [split.copies[id(ins)] for ins in new_analysis.cfg.instrs
@@ -304,4 +307,8 @@ def recolor_split(work: Function, analysis, excluded: set[int], value_of, analys
         if trial is not None and len(trial.copies_left) < len(best.copies_left):
             trial.coloring.optimal = best.coloring.optimal
             whole, best = whole | {pair}, trial
+    depth = [b.depth for b in analysis.cfg.blocks]
+    if loop_copies is not None and sum(1 for b, _ in best.copies_left
+                                       if depth[b] > 0) > loop_copies:
+        return None
     return best

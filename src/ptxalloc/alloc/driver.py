@@ -530,17 +530,21 @@ def _compact(a: Allocation) -> None:
 def _split_to_max_live(a: Allocation) -> None:
     """Where compaction leaves a function with nothing spilled above MaxLive, the same
     function split at block ends and colored again (:mod:`block_split`, knob
-    ``SplitToMaxLive``), kept when it uses fewer registers and saves no more values around
-    calls; the copies it leaves are counted in the report's ``block_split``."""
-    if not knob_table.resolve(a.options.knobs)["SplitToMaxLive"] or a.coloring.spilled \
-            or a.state.spilled_values or a.relief_precolored:
+    ``SplitToMaxLive``), kept when it uses fewer registers (and, at the knob's 1, leaves at
+    most ``block_split.LOOP_COPIES`` copies in loops); the copies it leaves are counted in
+    the report's ``block_split``. Leaf kernels only: a function under the calling convention
+    is left as compaction made it."""
+    mode = knob_table.resolve(a.options.knobs)["SplitToMaxLive"]
+    # not under the calling convention, whose fixed and callee-saved registers, not the
+    # coloring, put those functions above MaxLive (corpus, K = 255: none of 267 tries kept)
+    if not mode or a.info.active or a.coloring.spilled or a.state.spilled_values \
+            or a.relief_precolored:
         return
     analysis, problem = a.analysis, a.problem
     bound = analysis.pressure.max_live
     registers = high_water(problem, a.coloring.start)
     if registers <= bound:
         return
-    penalty = convention.caller_save_penalty(analysis, a.conv, problem, a.info)
     excluded = (set(analysis.tuples.group_of) | set(a.info.precolored) | a.pinned
                 | a.in_flight | a.state.no_spill)
     uniform = a.uniform.mask() if a.uniform else 0
@@ -548,11 +552,8 @@ def _split_to_max_live(a: Allocation) -> None:
     got = block_split.recolor_split(
         a.work, analysis, excluded, lambda v: origin_of.get(v, v),
         lambda fn: analyze_function(fn, a.sm, {}, a.state.no_spill | a.pinned, uniform),
-        lambda an: Problem.from_analysis(an, a.regfile, a.info.precolored, a.pinned,
-                                         prefer=convention.callee_saved_preference(
-                                             an, a.conv, a.info)),
-        lambda an, p: convention.caller_save_penalty(an, a.conv, p, a.info),
-        registers, penalty(a.coloring.start) if penalty else None, bound)
+        lambda an: Problem.from_analysis(an, a.regfile, a.info.precolored, a.pinned),
+        registers, bound, block_split.LOOP_COPIES if mode == 1 else None)
     if got is None:
         return
     for r, v in got.split.origin.items():

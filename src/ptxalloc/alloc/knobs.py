@@ -22,7 +22,7 @@ SpillSplitLoops                               -         1  one reload before a l
 SpillSlotsToRegisters                         -         2  a slot with a register free: copies
 SpillReloadsToRegisters                       -         1  a reload a free register serves: copies
 SpillStaticWeight                             -        10  cost per word of spill code, static
-SplitToMaxLive                                -         1  above MaxLive: split at block ends
+SplitToMaxLive                                -         1  above MaxLive: split at block ends (2: any copies)
 schedule                                      -         2  ptxalloc's own: 1 = schedule first, 2 = or not, fewer spill bytes
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
@@ -143,8 +143,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "store or reload (0: the seeds' frequency-weighted cost alone)", scope="all"),
     Knob("SplitToMaxLive", None, 1, True, 0,
          "1: a function that spills nothing and ends above MaxLive is split at block ends "
-         "(register copies) and colored again, kept when it uses fewer registers "
-         "(alloc/block_split.py)", maximum=1, scope="all"),
+         "(register copies) and colored again, kept when it uses fewer registers and leaves "
+         "at most 2 copies in loops (alloc/block_split.py), 2 = whatever the copies, "
+         "0 = off", maximum=2, scope="all"),
     Knob("schedule", None, 2, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 2 = that, and where the scheduled code spills the code as "
