@@ -9,11 +9,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ptxalloc.alloc.api import Problem
 from ptxalloc.alloc.block_split import split_at_block_ends, splittable
+from ptxalloc.alloc.compact import _program_order, _search
 from ptxalloc.analysis import analyze_function
 from ptxalloc.pipeline import allocate
 from ptxalloc.ptx import parse
 from ptxalloc.target.sm import profile_for
+from ptxalloc.target.units import RegFile
 
 HDR = (".version 7.0\n.target sm_80\n.address_size 64\n\n"
        ".shared .align 4 .u32 sh[64];\n.global .align 4 .u32 gout[64];\n\n")
@@ -72,6 +75,15 @@ def test_a_carried_register_redefined_in_the_loop_needs_one_more_without_the_spl
         assert lines[branch - 1].startswith("mov.b32") and lines[branch - 1].endswith(
             "//@move %r1#1")
         assert sum("//@move" in ln for ln in lines) == 1
+
+
+def test_the_exhaustive_search_proves_the_graph_needs_max_live_plus_one():
+    """Not a weakness of the coloring: no coloring of the unsplit graph fits in MaxLive."""
+    fn = parse(CARRIED_CYCLE).functions[0]
+    p = Problem.from_analysis(analyze_function(fn, profile_for(None, "sm_80")), RegFile(255))
+    assert p.program.max_live == 3
+    assert _search(p, _program_order(p), 2 * 3, 100_000) is False
+    assert _search(p, _program_order(p), 2 * 4, 100_000)
 
 
 def test_a_function_at_max_live_is_not_split():
