@@ -34,7 +34,8 @@ from ..ir.edits import Edit, EditKind
 from ..ir.instruction import DEF, USE, Instruction, Removed
 from ..ir.module import Function
 from ..ir.operands import Mem, Reg
-from ..ir.registers import RegClass
+from ..ir.registers import CLASS_BITS, RegClass
+from ..analysis.liveness import instr_gen_kill
 from ..records import record
 from .api import Coloring, Problem
 from .compact import clique_registers, compact, high_water
@@ -43,12 +44,17 @@ from .compact import clique_registers, compact, high_water
 @record
 class BlockSplit:
     """A split function: ``function`` (a copy), the copies inserted (``copies``: instruction
-    id -> (block, register of the input it copies)), and ``origin``: each new register -> the
-    register of the input it is a piece of."""
+    id -> (block, the register it copies, its site: ``("end", block)`` or ``("at",
+    id(instruction))``)), and ``origin``: each new register -> the register of the input it
+    is a piece of."""
 
     function: Function
-    copies: dict[int, tuple[int, int]]
+    copies: dict[int, tuple[int, int, tuple]]
     origin: dict[int, int]
+
+
+#: The 32-bit classes: the values a copy inside a block moves out of a wide value's way
+NARROW = frozenset(c for c in RegClass if c != RegClass.PRED and CLASS_BITS[c] == 32)
 
 
 class _Names:
@@ -110,13 +116,16 @@ def _new_segments(ins: Instruction, cand: set[int]) -> set[int]:
 
 def split_at_block_ends(fn: Function, cfg: CFG, live_in: list[int], live_out: list[int],
                         cand: set[int], value_of,
-                        whole: frozenset[tuple[int, int]] = frozenset()) -> BlockSplit | None:
+                        whole: frozenset = frozenset(),
+                        split_before: frozenset[int] = frozenset()) -> BlockSplit | None:
     """``fn`` with the registers of ``cand`` split into segments joined by copies at block
     ends (module docstring); ``cfg`` and the liveness (``live_in``/``live_out`` bitsets per
     block) are ``fn``'s; ``value_of(v)`` is the input's register whose value ``v`` carries
-    (what a copy's ``//@move`` names); a (block, register) pair of ``whole`` gets no copy (its
-    last segment is its out name). None when every register stays one piece (the graph
-    would not change)."""
+    (what a copy's ``//@move`` names). Before each instruction of ``split_before`` (ids), the
+    32-bit registers of ``cand`` live across it are copied into new pieces too (a copy inside a
+    block: where a wide value's aligned placement is fragmented by narrow ones). A copy site
+    (``("end", block)`` or ``("at", id(instruction))``) and register pair of ``whole`` gets no
+    copy. None when every register stays one piece (the graph would not change)."""
     mask = 0
     for v in cand:
         mask |= 1 << v
@@ -124,8 +133,22 @@ def split_at_block_ends(fn: Function, cfg: CFG, live_in: list[int], live_out: li
     # per block: (the key each occurrence maps to, per instruction), and the copies at its end
     occurrence: dict[int, tuple[dict[int, object], dict[int, object]]] = {}
     copies_at: dict[int, list[tuple[int, object, object]]] = {}    # block -> (v, out, last)
+    copies_before: dict[int, list[tuple[int, object, object]]] = {}  # id(ins) -> (v, new, old)
+    block_of_copies: dict[int, int] = {}                                # id(ins) -> block
     out_key: dict[tuple[int, int], object] = {}
+    classes = fn.regs.classes
     for b in cfg.blocks:
+        across: dict[int, int] = {}
+        if split_before and any(id(ins) in split_before for ins in b.instrs):
+            live = live_out[b.id] & mask
+            for ins in reversed(b.instrs):
+                if id(ins) in split_before:
+                    touched = 0
+                    for r in ins.defs + ins.uses:
+                        touched |= 1 << r
+                    across[id(ins)] = live & ~touched
+                gen, kill = instr_gen_kill(ins)
+                live = ((live & ~kill) | gen) & mask
         cur: dict[int, object] = {}
         lin = live_in[b.id] & mask
         while lin:
@@ -136,6 +159,19 @@ def split_at_block_ends(fn: Function, cfg: CFG, live_in: list[int], live_out: li
         redefined = set()
         term = b.instrs[-1] if b.instrs and b.instrs[-1].base in _TERMINATORS else None
         for ins in b.instrs:
+            moves = []
+            live_across = across.get(id(ins), 0)
+            while live_across:
+                low = live_across & -live_across
+                v = low.bit_length() - 1
+                live_across ^= low
+                if classes[v] in NARROW and (("at", id(ins)), v) not in whole:
+                    old = cur.setdefault(v, ("in", b.id, v))
+                    cur[v] = ("at", id(ins), v)
+                    moves.append((v, cur[v], old))
+            if moves:
+                copies_before[id(ins)] = moves
+                block_of_copies[id(ins)] = b.id
             used = {u: cur.setdefault(u, ("in", b.id, u)) for u in ins.uses if u in cand}
             fresh = _new_segments(ins, cand)
             defined = {}
@@ -153,7 +189,7 @@ def split_at_block_ends(fn: Function, cfg: CFG, live_in: list[int], live_out: li
             v = low.bit_length() - 1
             lout ^= low
             last = cur.setdefault(v, ("in", b.id, v))
-            if v in redefined and (b.id, v) not in whole and not (
+            if v in redefined and (("end", b.id), v) not in whole and not (
                     term is not None and v in term.uses):
                 ends.append((v, ("out", b.id, v), last))
                 out_key[(b.id, v)] = ("out", b.id, v)
@@ -206,7 +242,16 @@ def split_at_block_ends(fn: Function, cfg: CFG, live_in: list[int], live_out: li
             new_ops.append(op.map_regs(name))
         return ins.copy_with(new_ops)
 
-    inserted: dict[int, tuple[int, int]] = {}
+    inserted: dict[int, tuple[int, int, tuple]] = {}
+
+    def copy(v: int, dst_key, src_key, line: int, block: int, site: tuple) -> list:
+        dst, src = register(dst_key), register(src_key)
+        if dst == src:
+            return []
+        mv = build.copy(regs, dst, src, line)
+        mv.origin = Edit(EditKind.MOVE, value_of(v))
+        inserted[id(mv)] = (block, v, site)
+        return [mv]
     end_of: dict[int, tuple[int, bool]] = {}      # id(instruction) -> (block, copies before it)
     for b in cfg.blocks:
         if b.id in copies_at and b.instrs:
@@ -217,6 +262,9 @@ def split_at_block_ends(fn: Function, cfg: CFG, live_in: list[int], live_out: li
         if type(s) is not Instruction:
             body.append(s)
             continue
+        for v, new_key, old_key in copies_before.get(id(s), ()):
+            body.extend(copy(v, new_key, old_key, s.line, block_of_copies[id(s)],
+                             ("at", id(s))))
         new = rewrite(s)
         at = end_of.get(id(s))
         if at is None:
@@ -224,12 +272,7 @@ def split_at_block_ends(fn: Function, cfg: CFG, live_in: list[int], live_out: li
             continue
         moves = []
         for v, out_name, last in copies_at[at[0]]:
-            dst, src = register(out_name), register(last)
-            if dst != src:
-                mv = build.copy(regs, dst, src, s.line)
-                mv.origin = Edit(EditKind.MOVE, value_of(v))
-                inserted[id(mv)] = (at[0], v)
-                moves.append(mv)
+            moves.extend(copy(v, out_name, last, s.line, at[0], ("end", at[0])))
         body.extend(moves + [new] if at[1] else [new] + moves)
     if not origin:
         return None                     # every register is one piece: nothing changed
@@ -257,6 +300,10 @@ MERGE_TRIES = 8
 #: fewer is not worth more (Mandelbrot1_sm13<double>: 32 -> 31 registers for 18 to 22 copies
 #: in its loops; docs/decisions.md). ``SplitToMaxLive=2`` lifts the limit.
 LOOP_COPIES = 2
+#: The largest function (instructions) whose 32-bit values are also split inside blocks
+#: around the definitions of wide values (each such definition may add a copy per value
+#: live across it, so the graph grows with the function's size times its pressure).
+INSIDE_MAX_INSTRUCTIONS = 600
 
 
 def recolor_split(work: Function, analysis, excluded: set[int], value_of, analyse,
@@ -266,19 +313,21 @@ def recolor_split(work: Function, analysis, excluded: set[int], value_of, analys
     general registers) split at block ends (:func:`split_at_block_ends`; ``excluded``
     registers stay whole) and colored by compaction (:func:`compact.compact`: the
     program-order greedy colorings, the squeaky wheel, the bounded search down to ``bound``,
-    MaxLive), or None when that uses no fewer registers. Then each copy left with its ends
-    in two registers is merged back in turn (at most ``MERGE_TRIES``, hottest first) where
-    the count holds without it; a split that still leaves more than ``loop_copies`` copies
-    inside loops is not kept (None: no limit). ``analyse(fn)`` and ``problem_of(analysis)``
-    build the split function's analysis and uncoalesced problem as the driver does for its
-    own rounds."""
+    MaxLive), or None when that uses no fewer registers. Where that stays above ``bound``
+    (in functions of at most ``INSIDE_MAX_INSTRUCTIONS``), the 32-bit registers live across
+    each definition of a wide value (64 bits and up, or a tuple's member) are split there too,
+    kept when it uses fewer registers still. Then each copy left with its ends in two
+    registers is merged back in turn (at most ``MERGE_TRIES``, hottest first) where the count
+    holds without it; a split that still leaves more than ``loop_copies`` copies inside loops
+    is not kept (None: no limit). ``analyse(fn)`` and ``problem_of(analysis)`` build the split
+    function's analysis and uncoalesced problem as the driver does for its own rounds."""
     cand = splittable(work, excluded)
     liveness = analysis.liveness
-    freq = [b.freq for b in analysis.cfg.blocks]
+    blocks = analysis.cfg.blocks
 
-    def colored(whole: frozenset, to_beat: int) -> SplitColoring | None:
+    def colored(whole: frozenset, to_beat: int, before: frozenset) -> SplitColoring | None:
         split = split_at_block_ends(work, analysis.cfg, liveness.live_in, liveness.live_out,
-                                    cand, value_of, whole)
+                                    cand, value_of, whole, before)
         if split is None:
             return None
         new_analysis = analyse(split.function)
@@ -293,22 +342,44 @@ def recolor_split(work: Function, analysis, excluded: set[int], value_of, analys
                 if id(ins) in split.copies and start.get(ins.defs[0]) != start.get(ins.uses[0])]
         return SplitColoring(split, new_analysis, problem, coloring, left)
 
-    best = colored(frozenset(), registers)
+    before: frozenset = frozenset()
+    best = colored(frozenset(), registers, before)
+    found = registers if best is None else high_water(best.problem, best.coloring.start)
+    if found > bound and len(analysis.cfg.instrs) <= INSIDE_MAX_INSTRUCTIONS:
+        wide = _wide_definitions(analysis)
+        if wide:
+            inside = colored(frozenset(), found, wide)
+            if inside is not None:
+                best, before = inside, wide
+                found = high_water(best.problem, best.coloring.start)
     if best is None:
         return None
-    found = high_water(best.problem, best.coloring.start)
     # a count is proven minimal for the function only by a clique (values live at one point:
     # no split lowers it); the search's proofs hold for the split graph alone
     best.coloring.optimal = found <= clique_registers(best.problem) or None
     whole: frozenset = frozenset()
-    tried = sorted(best.copies_left, key=lambda c: -freq[c[0]])[:MERGE_TRIES]
-    for pair in tried:
-        trial = colored(whole | {pair}, found + 1)
+    tried = sorted(best.copies_left, key=lambda c: -blocks[c[0]].freq)[:MERGE_TRIES]
+    for block, v, site in tried:
+        trial = colored(whole | {(site, v)}, found + 1, before)
         if trial is not None and len(trial.copies_left) < len(best.copies_left):
             trial.coloring.optimal = best.coloring.optimal
-            whole, best = whole | {pair}, trial
-    depth = [b.depth for b in analysis.cfg.blocks]
-    if loop_copies is not None and sum(1 for b, _ in best.copies_left
-                                       if depth[b] > 0) > loop_copies:
+            whole, best = whole | {(site, v)}, trial
+    if loop_copies is not None and sum(1 for b, _, _ in best.copies_left
+                                       if blocks[b].depth > 0) > loop_copies:
         return None
     return best
+
+
+def _wide_definitions(analysis) -> frozenset[int]:
+    """Ids of the instructions defining a value wider than 32 bits or a tuple's member: where
+    narrow values live across may fragment the aligned placement it needs."""
+    regs = analysis.fn.regs
+    grouped = analysis.tuples.group_of
+    out = set()
+    for ins in analysis.cfg.instrs:
+        for d in ins.defs:
+            c = regs.classes[d]
+            if c != RegClass.PRED and (CLASS_BITS[c] > 32 or regs.vec[d] > 1 or d in grouped):
+                out.add(id(ins))
+                break
+    return frozenset(out)

@@ -562,7 +562,7 @@ def _split_to_max_live(a: Allocation) -> None:
                                                  got.coloring)
     after = high_water(got.problem, got.coloring.start)
     blocks = got.analysis.cfg.blocks
-    in_loops = sum(1 for b, _ in got.copies_left if blocks[b].depth > 0)
+    in_loops = sum(1 for b, _, _ in got.copies_left if blocks[b].depth > 0)
     a.result.extra["block_split"] = {"registers_before": registers, "registers_after": after,
                                      "copies": len(got.copies_left), "copies_in_loops": in_loops}
     a.result.notes.append(f"split at block ends: {registers} -> {after} registers, "
