@@ -19,7 +19,7 @@ from ptxalloc.target.sm import profile_for
 from ptxalloc.target.units import RegFile
 
 HDR = (".version 7.0\n.target sm_80\n.address_size 64\n\n"
-       ".shared .align 4 .u32 sh[64];\n.global .align 4 .u32 gout[64];\n\n")
+       ".shared .align 4 .u32 sh[64];\n.global .align 8 .u32 gout[64];\n\n")
 
 # %r1 is loaded before the loop, stored at its top and loaded again at its end: its range wraps
 # around the back edge. With %r2..%r5 each overlapping the next, the values of the loop form a
@@ -67,7 +67,8 @@ def test_a_carried_register_redefined_in_the_loop_needs_one_more_without_the_spl
         res, split = _one(CARRIED_CYCLE, allocator)
         assert split.registers == 3, allocator
         assert split.extra["block_split"] == {"registers_before": 4, "registers_after": 3,
-                                              "copies": 1, "copies_in_loops": 1}
+                                              "copies": 1, "copies_in_loops": 1,
+                                              "copies_inside_blocks": 0}
         # the one copy left sits in the loop, before its branch, and says whose value it moves
         body = res.ptx[res.ptx.index("$L_loop:"):]
         lines = [ln.strip() for ln in body.splitlines()]
@@ -84,6 +85,43 @@ def test_the_exhaustive_search_proves_the_graph_needs_max_live_plus_one():
     assert p.program.max_live == 3
     assert _search(p, _program_order(p), 2 * 3, 100_000) is False
     assert _search(p, _program_order(p), 2 * 4, 100_000)
+
+
+# %rd1 takes R0:R1 and %r1 R2 (MaxLive 3 there); %r2, loaded as %rd1 dies while %r1 lives,
+# gets R0 or R1, so %rd2 (loaded while %r2 lives) finds no aligned pair in R0-R2: 4 registers.
+# A copy of %r2 right before %rd2's definition, after %r1 died, moves it to R2: 3. (The
+# schedule, off here, would read %r1 earlier and need no copy.)
+FRAGMENTED_PAIR = HDR + """.visible .entry fragmented_pair(
+	.param .u64 input,
+	.param .u64 output
+)
+{
+	.reg .pred %p<2>;
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<4>;
+	ld.param.u64 %rd1, [input];
+	ld.global.u32 %r1, [%rd1];
+	ld.global.u32 %r2, [%rd1+4];
+	setp.eq.u32 %p1, %r1, 1;
+	ld.param.u64 %rd2, [output];
+	st.global.u32 [%rd2], %r2;
+	@%p1 st.global.u32 [%rd2+4], %r2;
+	ret;
+}
+"""
+
+
+def test_a_narrow_value_moves_out_of_a_wide_definitions_way_inside_a_block():
+    for allocator in ("briggs", "fatpoint"):
+        _, without = _one(FRAGMENTED_PAIR, allocator, SplitToMaxLive=0, schedule=0)
+        assert (without.max_live_legalized, without.registers) == (3, 4)
+        res, split = _one(FRAGMENTED_PAIR, allocator, schedule=0)
+        assert split.registers == 3
+        assert split.extra["block_split"]["copies_inside_blocks"] == 1
+        lines = [ln.strip() for ln in res.ptx.splitlines()]
+        at = next(i for i, ln in enumerate(lines) if ln.startswith("ld.param.u64") and
+                  "[output]" in ln)
+        assert lines[at - 1].startswith("mov.b32") and lines[at - 1].endswith("//@move %r2#2")
 
 
 def test_a_function_at_max_live_is_not_split():
@@ -125,9 +163,10 @@ def test_the_split_gives_each_redefinition_its_own_register_and_copies_at_the_bl
 @st.composite
 def small_loop(draw) -> str:
     """A loop over carried registers %c1..%cN (loaded before it, stored after it) and
-    temporaries: loads, adds of live values, stores that end a temporary, redefinitions of a
-    carried register (unconditional, or under a branch around it: a value defined on two
-    paths), and the counter %n."""
+    temporaries: loads, adds of live values, 64-bit conversions (wide values whose aligned
+    pairs narrow values fragment), stores that end a temporary, redefinitions of a carried
+    register (unconditional, or under a branch around it: a value defined on two paths), and
+    the counter %n."""
     carried = [f"%c{i}" for i in range(1, draw(st.integers(1, 4)) + 1)]
     body: list[str] = [f"\tld.shared.u32 {c}, [sh+{4 * i}];" for i, c in enumerate(carried)]
     body += ["\tmov.u32 %n, 0;", "$L_top:"]
@@ -137,9 +176,14 @@ def small_loop(draw) -> str:
     stores = 0
 
     def live() -> list[str]:
-        return carried + temps
-    for op in draw(st.lists(st.integers(0, 4), min_size=3, max_size=24)):
-        if op == 0:
+        return carried + [t for t in temps if not t.startswith("%w")]
+    wide = 0
+    for op in draw(st.lists(st.integers(0, 5), min_size=3, max_size=24)):
+        if op == 5:
+            wide += 1
+            temps.append(f"%w{wide}")
+            body.append(f"\tcvt.u64.u32 %w{wide}, {draw(st.sampled_from(live()))};")
+        elif op == 0:
             count += 1
             temps.append(f"%t{count}")
             body.append(f"\tld.shared.u32 %t{count}, [sh+{4 * draw(st.integers(0, 63))}];")
@@ -150,7 +194,8 @@ def small_loop(draw) -> str:
             temps.append(f"%t{count}")
         elif op == 2 and temps:
             x = temps.pop(draw(st.integers(0, len(temps) - 1)))
-            body.append(f"\tst.global.u32 [gout+{4 * (stores % 64)}], {x};")
+            body.append(f"\tst.global.u{64 if x.startswith('%w') else 32} "
+                        f"[gout+{8 * (stores % 32)}], {x};")
             stores += 1
         elif op == 3:
             c = draw(st.sampled_from(carried))
@@ -164,13 +209,15 @@ def small_loop(draw) -> str:
                      f"\tld.shared.u32 {c}, [sh+{4 * draw(st.integers(0, 63))}];",
                      f"$L_skip{labels}:"]
     for x in temps:
-        body.append(f"\tst.global.u32 [gout+{4 * (stores % 64)}], {x};")
+        body.append(f"\tst.global.u{64 if x.startswith('%w') else 32} "
+                    f"[gout+{8 * (stores % 32)}], {x};")
         stores += 1
     body += ["\tadd.u32 %n, %n, 1;", "\tsetp.lt.u32 %p, %n, 64;", "\t@%p bra $L_top;"]
     body += [f"\tst.global.u32 [gout+{4 * i}], {c};" for i, c in enumerate(carried)]
     regs = ", ".join(carried + [f"%t{i}" for i in range(1, count + 1)] + ["%n"])
+    wides = "".join(f"\t.reg .b64 %w{i};\n" for i in range(1, wide + 1))
     return (HDR + ".visible .entry small_loop()\n{\n\t.reg .pred %p, %q;\n"
-            f"\t.reg .b32 {regs};\n" + "\n".join(body) + "\n\tret;\n}\n")
+            f"\t.reg .b32 {regs};\n" + wides + "\n".join(body) + "\n\tret;\n}\n")
 
 
 @settings(max_examples=200, deadline=None)

@@ -563,10 +563,13 @@ def _split_to_max_live(a: Allocation) -> None:
     after = high_water(got.problem, got.coloring.start)
     blocks = got.analysis.cfg.blocks
     in_loops = sum(1 for b, _, _ in got.copies_left if blocks[b].depth > 0)
+    inside = sum(1 for _, _, site in got.copies_left if site[0] == "at")
     a.result.extra["block_split"] = {"registers_before": registers, "registers_after": after,
-                                     "copies": len(got.copies_left), "copies_in_loops": in_loops}
-    a.result.notes.append(f"split at block ends: {registers} -> {after} registers, "
-                          f"{len(got.copies_left)} register copies inserted ({in_loops} in loops)")
+                                     "copies": len(got.copies_left), "copies_in_loops": in_loops,
+                                     "copies_inside_blocks": inside}
+    a.result.notes.append(f"live ranges split: {registers} -> {after} registers, "
+                          f"{len(got.copies_left)} register copies inserted ({in_loops} in "
+                          f"loops, {inside} inside blocks)")
 
 
 # -- 4. finish --------------------------------------------------------------------------------
