@@ -15,7 +15,11 @@ pieces again. This module makes that split explicit:
   register's *out name* at its end (before its branch), and the out names of a block, the in
   names of its successors and the out names of their other predecessors are one register
   (a phi and its arguments, joined where they meet: no copy on an edge, so no edge needs
-  splitting and no branch changes).
+  splitting and no branch changes);
+* where that is not enough, right before each definition of a value wider than 32 bits (or
+  of a tuple's member) the 32-bit registers live across it are copied into new segments too,
+  so that a narrow value can leave the aligned pair the wide one needs (the alignment, not
+  the graph's shape, puts such code above MaxLive).
 
 Only general registers outside tuples, precolored, pinned, asynchronous and implicitly read
 registers are split, and the function as written is left alone: :func:`split_at_block_ends`
@@ -28,6 +32,7 @@ counted (the report's ``block_split``).
 
 from __future__ import annotations
 
+from ..analysis.liveness import instr_gen_kill
 from ..ir import build
 from ..ir.cfg import CFG, _TERMINATORS
 from ..ir.edits import Edit, EditKind
@@ -35,7 +40,6 @@ from ..ir.instruction import DEF, USE, Instruction, Removed
 from ..ir.module import Function
 from ..ir.operands import Mem, Reg
 from ..ir.registers import CLASS_BITS, RegClass
-from ..analysis.liveness import instr_gen_kill
 from ..records import record
 from .api import Coloring, Problem
 from .compact import clique_registers, compact, high_water
