@@ -1,7 +1,8 @@
 """Splitting at block ends on the corpus functions it brings to MaxLive at K = 255 (issue 13;
 ``alloc/block_split.py``, docs/decisions.md "Splitting at block ends to reach MaxLive"):
-matrixMul's accumulator, loop-carried and redefined in the loop, and a register defined twice
-in one block (zluda's prmt). Each allocation is proven from the original file and assembled by
+matrixMul's accumulator, loop-carried and redefined in the loop, a register defined twice
+in one block (zluda's prmt), and 32-bit values moved out of a wide definition's way inside a
+block (zluda's uint_to_fp_bf16, convolutionTexture's row filter). Each allocation is proven from the original file and assembled by
 ptxas; without the split (knob ``SplitToMaxLive=0``) each uses one register more."""
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ CASES = [
     ("gpuocelot/tests/ptx/sdk2.2/convolutionSeparable.ptx", "_Z17convolutionRowGPUPfS_ii",
      "fatpoint", 8, None, None),
     ("zluda/ptx/src/test/spirv_run/prmt.ptx", "prmt", "briggs", 3, 0, 0),
+    # copies inside a block, before a 64-bit definition and among tex coordinate tuples
+    ("zluda/ptx/src/test/spirv_run/uint_to_fp_bf16.ptx", "uint_to_fp_bf16", "fatpoint", 3, 1,
+     0),
+    ("gpuocelot/tests/ptx/sdk2.2/convolutionTexture.ptx", "_Z17convolutionRowGPUPfii", "briggs",
+     24, 3, 0),
 ]
 
 
