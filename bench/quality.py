@@ -15,6 +15,10 @@ apart). At K = 255:
 * ``= MaxLive``: share whose registers equal the lower bound, MaxLive of the code the allocator
   colored (``max_live_legalized``; goal 95 %).
 
+The register copies that splitting at block ends leaves in the code (``alloc/block_split.py``,
+instructions the input does not have) are counted per row (``split_copies``) and printed
+under the table.
+
     PYTHONPATH=src python3 bench/quality.py [--sources corpus,triton] [--files N]
         [--budgets 24,32,64,128,255] [--allocators briggs,...] [--jobs N]
         [--knob NAME=VALUE ...] [--uniform] [--json FILE]
@@ -86,7 +90,10 @@ def measure(source: str, path: str, arch: str | None, budgets: list[int], alloca
                 rows[fn.name][alloc] = {"registers": r.registers,
                                         "spill": r.spill_stores_bytes + r.spill_loads_bytes,
                                         "max_live": r.max_live_legalized,
-                                        "remat": r.rematerialized}
+                                        "remat": r.rematerialized,
+                                        # register copies of alloc/block_split.py
+                                        "split_copies": r.extra.get("block_split", {}).get(
+                                            "copies", 0)}
         if ptxas.available():
             a = ptxas.assemble_file(path, arch, ptxas_budget_flags(k))
             for name, fig in a.functions.items():
@@ -120,7 +127,8 @@ def summarize(results: list[dict], budgets: list[int], allocators: list[str]) ->
             for alloc in allocators:
                 t = {"source": source, "K": k, "allocator": alloc, "functions": 0,
                      "refused": 0, "spill": 0, "ptxas_spill": 0, "le_ptxas": 0,
-                     "eq_maxlive": 0, "registers": 0, "ptxas_registers": 0, "remat": 0}
+                     "eq_maxlive": 0, "registers": 0, "ptxas_registers": 0, "remat": 0,
+                     "split_copies": 0}
                 for res in results:
                     if res["source"] != source:
                         continue
@@ -138,6 +146,7 @@ def summarize(results: list[dict], budgets: list[int], allocators: list[str]) ->
                         t["registers"] += mine["registers"]
                         t["ptxas_registers"] += px["registers"]
                         t["remat"] += mine["remat"]
+                        t["split_copies"] += mine.get("split_copies", 0)
                         t["le_ptxas"] += mine["registers"] <= px["registers"]
                         t["eq_maxlive"] += mine["registers"] <= mine["max_live"]
                 rows.append(t)
@@ -157,6 +166,10 @@ def print_table(rows: list[dict]) -> None:
         print(f"{t['source']:<7} {t['K']:>4} {t['allocator']:<9} {t['functions']:>9} "
               f"{t['refused']:>7} {t['spill']:>9} {t['ptxas_spill']:>9} {t['remat']:>6} "
               f"{t['registers']:>7} {t['ptxas_registers']:>10} {share}")
+    for t in rows:
+        if t.get("split_copies"):
+            print(f"{t['source']} K={t['K']} {t['allocator']}: {t['split_copies']} register "
+                  "copies inserted by splitting at block ends (alloc/block_split.py)")
 
 
 def main() -> int:

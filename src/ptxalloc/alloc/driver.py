@@ -66,7 +66,7 @@ from ..target.abi import Convention
 from ..target.sm import SMProfile
 from ..target.units import GPR, PRED, RegFile, Shape, vreg_shape
 from ..util import gc_paused
-from . import api, choice, convention, output
+from . import api, block_split, choice, convention, output
 from . import knobs as knob_table
 from .api import Allocator, Coloring, Problem
 from .coalesce import COALESCE_FACTOR, coalesce
@@ -231,6 +231,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
             pass
         if options.compact:
             _compact(a)
+            _split_to_max_live(a)
         _finish(a)
         a.session.finish(a.result)
         clock.lap("output")
@@ -535,6 +536,51 @@ def _compact(a: Allocation) -> None:
         a.problem, a.coloring = plain, fresh
     else:
         coloring.optimal = fresh.optimal    # whether the graph before coalescing needs them
+
+
+def _split_to_max_live(a: Allocation) -> None:
+    """Where compaction leaves a function with nothing spilled above MaxLive, the same
+    function split at block ends and colored again (:mod:`block_split`, knob
+    ``SplitToMaxLive``), kept when it uses fewer registers (and, at the knob's 1, leaves at
+    most ``block_split.LOOP_COPIES`` copies in loops); the copies it leaves are counted in
+    the report's ``block_split``. Leaf kernels only: a function under the calling convention
+    is left as compaction made it."""
+    mode = knob_table.resolve(a.options.knobs)["SplitToMaxLive"]
+    # not under the calling convention, whose fixed and callee-saved registers, not the
+    # coloring, put those functions above MaxLive (corpus, K = 255: none of 267 tries kept)
+    if not mode or a.info.active or a.coloring.spilled or a.state.spilled_values \
+            or a.relief_precolored:
+        return
+    analysis, problem = a.analysis, a.problem
+    bound = analysis.pressure.max_live
+    registers = high_water(problem, a.coloring.start)
+    if registers <= bound:
+        return
+    excluded = (set(analysis.tuples.group_of) | set(a.info.precolored) | a.pinned
+                | a.in_flight | a.state.no_spill)
+    uniform = a.uniform.mask() if a.uniform else 0
+    origin_of = a.state.origin_of
+    got = block_split.recolor_split(
+        a.work, analysis, excluded, lambda v: origin_of.get(v, v),
+        lambda fn: analyze_function(fn, a.sm, {}, a.state.no_spill | a.pinned, uniform),
+        lambda an: Problem.from_analysis(an, a.regfile, a.info.precolored, a.pinned),
+        registers, bound, block_split.LOOP_COPIES if mode == 1 else None)
+    if got is None:
+        return
+    for r, v in got.split.origin.items():
+        origin_of[r] = origin_of.get(v, v)
+    a.work, a.analysis, a.problem, a.coloring = (got.split.function, got.analysis, got.problem,
+                                                 got.coloring)
+    after = high_water(got.problem, got.coloring.start)
+    blocks = got.analysis.cfg.blocks
+    in_loops = sum(1 for b, _, _ in got.copies_left if blocks[b].depth > 0)
+    inside = sum(1 for _, _, site in got.copies_left if site[0] == "at")
+    a.result.extra["block_split"] = {"registers_before": registers, "registers_after": after,
+                                     "copies": len(got.copies_left), "copies_in_loops": in_loops,
+                                     "copies_inside_blocks": inside}
+    a.result.notes.append(f"live ranges split: {registers} -> {after} registers, "
+                          f"{len(got.copies_left)} register copies inserted ({in_loops} in "
+                          f"loops, {inside} inside blocks)")
 
 
 # -- 4. finish --------------------------------------------------------------------------------

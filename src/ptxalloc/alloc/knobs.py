@@ -23,6 +23,7 @@ SpillSlotsToRegisters                         -         2  a slot with a registe
 SpillReloadsToRegisters                       -         1  a reload a free register serves: copies
 SpillStaticWeight                             -        10  cost per word of spill code, static
 SerializeWgmma                                -         1  wgmma groups serialized, spilled around
+SplitToMaxLive                                -         1  above MaxLive: split at block ends (2: any copies)
 schedule                                      -         2  ptxalloc's own: 1 = schedule first, 2 = or not, fewer spill bytes
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
@@ -141,6 +142,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("SpillStaticWeight", None, 10, False, 0,
          "cost added per 32-bit word of spill code a value's definitions and uses would "
          "store or reload (0: the seeds' frequency-weighted cost alone)", scope="all"),
+    Knob("SplitToMaxLive", None, 1, True, 0,
+         "1: a function that spills nothing and ends above MaxLive is split at block ends "
+         "(register copies) and colored again, kept when it uses fewer registers and leaves "
+         "at most 2 copies in loops (alloc/block_split.py), 2 = whatever the copies, "
+         "0 = off", maximum=2, scope="all"),
     Knob("schedule", None, 2, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 2 = that, and where the scheduled code spills the code as "
