@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from functools import reduce
 from operator import itemgetter, or_
+from weakref import WeakKeyDictionary
 
 from ..target.units import GPR
 from ..target.units import blocked_starts as _blocked_starts
@@ -69,6 +70,54 @@ def _move_partners(p: Problem) -> dict[int, list[int]]:
     return out
 
 
+class _Graph:
+    """What every coloring of one finished problem reads, built once per problem: the nodes
+    in program order, the copy partners, each node's neighbours (unpacked from its adjacency
+    bitset) and their gatherers (:func:`_gatherers`). The three greedy colorings, both
+    squeaky-wheel runs and the search of one problem share it (renderer.ptx: 304 unpackings of
+    every node's neighbours for 110 functions before)."""
+
+    def __init__(self, p: Problem):
+        self.order = _program_order(p)
+        self.partners = _move_partners(p)
+        adj = p.adj
+        self.neighbour_lists = {n: bits(adj[n]) for n in self.order}
+        self.neighbours = _gatherers(self.neighbour_lists)
+        self._regfile = p.regfile
+        self._starts: dict = {}
+
+    def starts(self, limit_units: int | None) -> dict:
+        """Per shape (filled in by :meth:`start_mask`), the bitset of the start units of its
+        placements, general registers' below ``limit_units`` (all when None)."""
+        got = self._starts.get(limit_units)
+        if got is None:
+            got = self._starts[limit_units] = {}
+        return got
+
+    def start_mask(self, sh, limit_units: int | None) -> int:
+        """``starts(limit_units)[sh]``, computed on first use."""
+        known = self.starts(limit_units)
+        got = known.get(sh)
+        if got is None:
+            got = known[sh] = _start_mask(
+                (s, m) for s, m in self._regfile.placements(sh)
+                if limit_units is None or sh.file != GPR or s + sh.units <= limit_units)
+        return got
+
+
+_graphs: WeakKeyDictionary = WeakKeyDictionary()    # problem -> (merges, nodes, its _Graph)
+
+
+def _graph(p: Problem) -> _Graph:
+    """``p``'s :class:`_Graph`, built on first use; built again if coalescing changed ``p``
+    since (compaction runs once allocation is over, so in practice once)."""
+    stamp = (p.merges, len(p.members), len(p.precolored))
+    got = _graphs.get(p)
+    if got is None or got[0] != stamp:
+        got = _graphs[p] = (stamp, _Graph(p))
+    return got[1]
+
+
 def _greedy(p: Problem, order: list[int], best_fit: bool, partners: dict[int, list[int]],
             neighbours: dict, limit_units: int | None = None,
             failed: list[int] | None = None) -> dict[int, int] | None:
@@ -84,7 +133,8 @@ def _greedy(p: Problem, order: list[int], best_fit: bool, partners: dict[int, li
     held = [0] * p.nregs                # node -> the units it holds (0: not colored yet)
     for n, s in start.items():
         held[n] = shape[n].mask(s)
-    starts_of: dict = {}
+    graph = _graph(p)
+    starts_of = graph.starts(limit_units)
     for n in order:
         # the units of the colored neighbours: one C-level gather and OR per node
         forbidden = reduce(or_, neighbours[n](held), 0)
@@ -99,11 +149,14 @@ def _greedy(p: Problem, order: list[int], best_fit: bool, partners: dict[int, li
         if choice is None:
             starts = starts_of.get(sh)
             if starts is None:
-                starts = starts_of[sh] = _start_mask(
-                    (s, m) for s, m in p.regfile.placements(sh)
-                    if limit_units is None or sh.file != GPR or s + sh.units <= limit_units)
-            choice = _lowest_free(starts, sh.units, forbidden,
-                                  best_fit and sh.units < 4 and sh.file == GPR)
+                starts = graph.start_mask(sh, limit_units)
+            w = sh.units
+            if best_fit and w < 4 and sh.file == GPR:
+                choice = _lowest_free(starts, w, forbidden, True)
+            else:                               # _lowest_free, inlined for the usual widths
+                free = starts & ~(forbidden | forbidden >> 1 if w == 2 else forbidden if w == 1
+                                  else _blocked_starts(forbidden, w))
+                choice = (free & -free).bit_length() - 1 if free else None
             if choice is None:
                 if failed is not None:
                     failed.append(n)
@@ -113,14 +166,12 @@ def _greedy(p: Problem, order: list[int], best_fit: bool, partners: dict[int, li
     return start
 
 
-def _gatherers(p: Problem, nodes: list[int]) -> dict:
+def _gatherers(neighbour_lists: dict[int, list[int]]) -> dict:
     """Per node, a function taking a list indexed by node and returning the entries of the
     node's neighbours (an ``itemgetter``; a tuple whatever their number)."""
     out = {}
     empty = ()
-    adj = p.adj
-    for n in nodes:
-        nbrs = bits(adj[n])
+    for n, nbrs in neighbour_lists.items():
         if len(nbrs) > 1:
             out[n] = itemgetter(*nbrs)
         elif nbrs:
@@ -331,10 +382,9 @@ def greedy_colorings(p: Problem) -> list[dict[int, int] | None]:
     """The three program-order greedy colorings :func:`compact` starts from — lowest fit, best
     fit for narrow values, wide values first — each None when it found no placement for some
     node."""
-    order = _program_order(p)
+    graph = _graph(p)
+    order, partners, neighbours = graph.order, graph.partners, graph.neighbours
     wide_first = sorted(order, key=lambda n: -p.shape[n].units)      # stable: keeps order
-    partners = _move_partners(p)
-    neighbours = _gatherers(p, order)
     lowest = _greedy(p, order, False, partners, neighbours)
     best_fit = _greedy(p, order, True, partners, neighbours)
     # with every value of one width the wide-first order is the program order (a stable
@@ -372,11 +422,10 @@ def squeaky_wheel(p: Problem, registers: int,
     variable of the source assigned on two paths), a 64-bit pair or a tuple whose aligned
     placement the narrow values around it have already fragmented. Placing those first lets
     the rest fill around them (docs/decisions.md, "Registers = MaxLive at K = 255")."""
-    order = _program_order(p)
+    graph = _graph(p)
+    order, partners, neighbours = graph.order, graph.partners, graph.neighbours
     if not order:
         return None
-    partners = _move_partners(p)
-    neighbours = _gatherers(p, order)
     limit = 2 * registers
     current = list(order)
     furthest, stalled = -1, 0
@@ -464,7 +513,7 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
         else:
             hopeless = False
         if not proven and not hopeless:
-            order = _program_order(p)
+            order = _graph(p).order
             # one register fewer at a time: no coloring below L means none below any L' < L
             while best > max(lower_bound, clique, 1):
                 start = _remembered_search(p, order, 2 * (best - 1), search_steps(len(order)))
