@@ -72,17 +72,29 @@ def _move_partners(p: Problem) -> dict[int, list[int]]:
 
 class _Graph:
     """What every coloring of one finished problem reads, built once per problem: the nodes
-    in program order, the copy partners, each node's neighbours (unpacked from its adjacency
-    bitset) and their gatherers (:func:`_gatherers`). The three greedy colorings, both
-    squeaky-wheel runs and the search of one problem share it (renderer.ptx: 304 unpackings of
-    every node's neighbours for 110 functions before)."""
+    in program order, the copy partners, and each node's neighbours split in two — the
+    *earlier* ones (precolored, or before it in program order) and the *later* ones — each
+    half unpacked from the adjacency bitset once and gathered by an ``itemgetter``
+    (:func:`_gatherers`). A coloring in program order finds a node's colored neighbours among
+    its earlier ones only, so it gathers half the neighbours (renderer.ptx: 33 on average).
+    The three greedy colorings, every squeaky-wheel run and the search of one problem share it
+    (renderer.ptx: 304 unpackings of every node's neighbours for 110 functions before)."""
 
     def __init__(self, p: Problem):
         self.order = _program_order(p)
         self.partners = _move_partners(p)
         adj = p.adj
-        self.neighbour_lists = {n: bits(adj[n]) for n in self.order}
-        self.neighbours = _gatherers(self.neighbour_lists)
+        earlier = 0
+        for n in p.precolored:
+            earlier |= 1 << n
+        before, after = {}, {}
+        for n in self.order:
+            a = adj[n]
+            before[n] = bits(a & earlier)
+            after[n] = bits(a & ~earlier)
+            earlier |= 1 << n
+        self.earlier = _gatherers(before)
+        self.later = _gatherers(after)
         self._regfile = p.regfile
         self._starts: dict = {}
 
@@ -118,29 +130,40 @@ def _graph(p: Problem) -> _Graph:
     return got[1]
 
 
-def _greedy(p: Problem, order: list[int], best_fit: bool, partners: dict[int, list[int]],
-            neighbours: dict, limit_units: int | None = None,
-            failed: list[int] | None = None) -> dict[int, int] | None:
+def _greedy(p: Problem, order: list[int], best_fit: bool, limit_units: int | None = None,
+            failed: list[int] | None = None, ahead: int | None = 0) -> dict[int, int] | None:
     """Lowest-free-placement coloring in ``order``. A node first tries the placement of a
     copy partner already colored (so the copy disappears); with ``best_fit`` a value narrower
     than a pair prefers a free placement inside a pair that is already partly used, so that
-    free pairs stay whole. ``neighbours`` gathers each node's neighbours' entries of a list
-    (:func:`_gatherers`, shared by the three colorings, so that the adjacency bitsets are
-    unpacked once). With ``limit_units`` general registers are placed below that unit only;
-    a node that finds no placement is appended to ``failed`` (when given)."""
+    free pairs stay whole. With ``limit_units`` general registers are placed below that unit
+    only; a node that finds no placement is appended to ``failed`` (when given).
+
+    ``ahead`` says how ``order`` relates to the program order, so that each node gathers the
+    units of the neighbours colored before it and no others (:class:`_Graph`): the bitset of
+    the nodes that ``order`` takes ahead of the program order, all of them before the rest,
+    which follow the program order (0: ``order`` is the program order; the squeaky wheel's
+    nodes moved to the front), or None for any other order (every neighbour gathered)."""
+    graph = _graph(p)
     shape = p.shape
     start = dict(p.precolored)
     held = [0] * p.nregs                # node -> the units it holds (0: not colored yet)
     for n, s in start.items():
         held[n] = shape[n].mask(s)
-    graph = _graph(p)
+    earlier, later, adj = graph.earlier, graph.later, p.adj
     starts_of = graph.starts(limit_units)
     for n in order:
-        # the units of the colored neighbours: one C-level gather and OR per node
-        forbidden = reduce(or_, neighbours[n](held), 0)
+        # the units of the colored neighbours: C-level gathers and ORs
+        if ahead is None or ahead >> n & 1:
+            forbidden = reduce(or_, later[n](held), reduce(or_, earlier[n](held), 0))
+        else:
+            forbidden = reduce(or_, earlier[n](held), 0)
+            if ahead:
+                moved = adj[n] & ahead  # later neighbours colored ahead of their turn
+                if moved:
+                    forbidden = reduce(or_, map(held.__getitem__, bits(moved)), forbidden)
         sh = shape[n]
         choice = None
-        for m in partners.get(n, ()):
+        for m in graph.partners.get(n, ()):
             sm = start.get(m)
             if sm is not None and not sh.mask(sm) & forbidden and (
                     limit_units is None or sh.file != GPR or sm + sh.units <= limit_units):
@@ -168,7 +191,7 @@ def _greedy(p: Problem, order: list[int], best_fit: bool, partners: dict[int, li
 
 def _gatherers(neighbour_lists: dict[int, list[int]]) -> dict:
     """Per node, a function taking a list indexed by node and returning the entries of the
-    node's neighbours (an ``itemgetter``; a tuple whatever their number)."""
+    nodes of its list (an ``itemgetter``; a tuple whatever their number)."""
     out = {}
     empty = ()
     for n, nbrs in neighbour_lists.items():
@@ -382,15 +405,13 @@ def greedy_colorings(p: Problem) -> list[dict[int, int] | None]:
     """The three program-order greedy colorings :func:`compact` starts from — lowest fit, best
     fit for narrow values, wide values first — each None when it found no placement for some
     node."""
-    graph = _graph(p)
-    order, partners, neighbours = graph.order, graph.partners, graph.neighbours
+    order = _graph(p).order
     wide_first = sorted(order, key=lambda n: -p.shape[n].units)      # stable: keeps order
-    lowest = _greedy(p, order, False, partners, neighbours)
-    best_fit = _greedy(p, order, True, partners, neighbours)
+    lowest = _greedy(p, order, False)
+    best_fit = _greedy(p, order, True)
     # with every value of one width the wide-first order is the program order (a stable
     # sort): its coloring is the best-fit one
-    wide = best_fit if wide_first == order else _greedy(p, wide_first, True, partners,
-                                                         neighbours)
+    wide = best_fit if wide_first == order else _greedy(p, wide_first, True, ahead=None)
     return [lowest, best_fit, wide]
 
 
@@ -422,16 +443,16 @@ def squeaky_wheel(p: Problem, registers: int,
     variable of the source assigned on two paths), a 64-bit pair or a tuple whose aligned
     placement the narrow values around it have already fragmented. Placing those first lets
     the rest fill around them (docs/decisions.md, "Registers = MaxLive at K = 255")."""
-    graph = _graph(p)
-    order, partners, neighbours = graph.order, graph.partners, graph.neighbours
+    order = _graph(p).order
     if not order:
         return None
     limit = 2 * registers
     current = list(order)
+    moved = 0                           # the nodes moved to the front: the rest keep the order
     furthest, stalled = -1, 0
     for _ in range(tries):
         failed: list[int] = []
-        start = _greedy(p, current, False, partners, neighbours, limit, failed)
+        start = _greedy(p, current, False, limit, failed, ahead=moved)
         if start is not None:
             return start
         if not failed or current[0] == failed[0]:
@@ -445,6 +466,7 @@ def squeaky_wheel(p: Problem, registers: int,
                 break                   # no run got further for that many tries
         del current[at]
         current.insert(0, failed[0])
+        moved |= 1 << failed[0]
     return None
 
 
