@@ -330,10 +330,10 @@ def _reference_greedy(p: Problem, order: list[int], best_fit: bool, limit_units=
 @given(st.one_of(straight_line(), straight_line_with_copies()), st.booleans(), st.booleans(),
        st.lists(st.integers(0, 10_000), max_size=6), st.integers(-1, 1))
 def test_the_greedy_gathers_every_colored_neighbour(text, coalesced, best_fit, front, above):
-    """The greedy gathers a node's earlier neighbours only where the order follows the program
-    order, plus the nodes moved ahead of it (the squeaky wheel's): the same colorings as
-    gathering every colored neighbour, in the program order, with nodes moved to the front,
-    and in any other order (wide values first)."""
+    """The greedy gathers a node's earlier neighbours in program order, plus those of the
+    nodes its order takes ahead (the squeaky wheel's moved to the front, the wider values of
+    the wide-first order): the same colorings as gathering every colored neighbour, in the
+    program order, with nodes moved to the front, and wide values first."""
     p = _problem(text, coalesced=coalesced)
     order = compact_module._graph(p).order
     if not order:
@@ -345,9 +345,13 @@ def test_the_greedy_gathers_every_colored_neighbour(text, coalesced, best_fit, f
         current.remove(n)
         current.insert(0, n)
         moved |= 1 << n
-    wide_first = sorted(order, key=lambda n: -p.shape[n].units)
-    for run, ahead in ((order, 0), (current, moved), (wide_first, None), (current, None)):
+    for run, ahead in ((order, 0), (current, moved)):
         for limit_units in (None, limit):
             got = compact_module._greedy(p, run, best_fit, limit_units, ahead=ahead)
             want = _reference_greedy(p, run, best_fit, limit_units)
             assert got == want and (got is None or list(got) == list(want))
+    # the wide-first coloring, with its masks of wider nodes
+    wide_first = sorted(order, key=lambda n: -p.shape[n].units)
+    want = _reference_greedy(p, wide_first, True)
+    got = greedy_colorings(p)[2]
+    assert got == want and (got is None or list(got) == list(want))

@@ -72,11 +72,11 @@ def _move_partners(p: Problem) -> dict[int, list[int]]:
 
 class _Graph:
     """What every coloring of one finished problem reads, built once per problem: the nodes
-    in program order, the copy partners, and each node's neighbours split in two — the
-    *earlier* ones (precolored, or before it in program order) and the *later* ones — each
-    half unpacked from the adjacency bitset once and gathered by an ``itemgetter``
-    (:func:`_gatherers`). A coloring in program order finds a node's colored neighbours among
-    its earlier ones only, so it gathers half the neighbours (renderer.ptx: 33 on average).
+    in program order, the copy partners, and each node's *earlier* neighbours (precolored, or
+    before it in program order), unpacked from the adjacency bitset once and gathered by an
+    ``itemgetter`` (:func:`_gatherers`). A coloring in program order finds a node's colored
+    neighbours among those only (renderer.ptx: 33 neighbours a node on average, half of them
+    earlier); one whose order takes some nodes ahead gathers those apart (:func:`_greedy`).
     The three greedy colorings, every squeaky-wheel run and the search of one problem share it
     (renderer.ptx: 304 unpackings of every node's neighbours for 110 functions before)."""
 
@@ -87,14 +87,11 @@ class _Graph:
         earlier = 0
         for n in p.precolored:
             earlier |= 1 << n
-        before, after = {}, {}
+        before = {}
         for n in self.order:
-            a = adj[n]
-            before[n] = bits(a & earlier)
-            after[n] = bits(a & ~earlier)
+            before[n] = bits(adj[n] & earlier)
             earlier |= 1 << n
         self.earlier = _gatherers(before)
-        self.later = _gatherers(after)
         self._regfile = p.regfile
         self._starts: dict = {}
 
@@ -131,36 +128,36 @@ def _graph(p: Problem) -> _Graph:
 
 
 def _greedy(p: Problem, order: list[int], best_fit: bool, limit_units: int | None = None,
-            failed: list[int] | None = None, ahead: int | None = 0) -> dict[int, int] | None:
+            failed: list[int] | None = None, ahead: int | dict[int, int] = 0
+            ) -> dict[int, int] | None:
     """Lowest-free-placement coloring in ``order``. A node first tries the placement of a
     copy partner already colored (so the copy disappears); with ``best_fit`` a value narrower
     than a pair prefers a free placement inside a pair that is already partly used, so that
     free pairs stay whole. With ``limit_units`` general registers are placed below that unit
     only; a node that finds no placement is appended to ``failed`` (when given).
 
-    ``ahead`` says how ``order`` relates to the program order, so that each node gathers the
-    units of the neighbours colored before it and no others (:class:`_Graph`): the bitset of
-    the nodes that ``order`` takes ahead of the program order, all of them before the rest,
-    which follow the program order (0: ``order`` is the program order; the squeaky wheel's
-    nodes moved to the front), or None for any other order (every neighbour gathered)."""
+    ``ahead`` says which nodes ``order`` may color before a node besides its earlier ones in
+    program order (:class:`_Graph`), so that each node gathers the units of the neighbours
+    colored before it: a bitset for every node (0: ``order`` is the program order; the
+    squeaky wheel's nodes moved to the front), or a bitset per node (the wider values, for
+    the order that colors wide values first)."""
     graph = _graph(p)
     shape = p.shape
     start = dict(p.precolored)
     held = [0] * p.nregs                # node -> the units it holds (0: not colored yet)
     for n, s in start.items():
         held[n] = shape[n].mask(s)
-    earlier, later, adj = graph.earlier, graph.later, p.adj
+    earlier, adj = graph.earlier, p.adj
+    per_node = ahead if type(ahead) is dict else None
+    unit = held.__getitem__
     starts_of = graph.starts(limit_units)
     for n in order:
-        # the units of the colored neighbours: C-level gathers and ORs
-        if ahead is None or ahead >> n & 1:
-            forbidden = reduce(or_, later[n](held), reduce(or_, earlier[n](held), 0))
-        else:
-            forbidden = reduce(or_, earlier[n](held), 0)
-            if ahead:
-                moved = adj[n] & ahead  # later neighbours colored ahead of their turn
-                if moved:
-                    forbidden = reduce(or_, map(held.__getitem__, bits(moved)), forbidden)
+        # the units of the colored neighbours: C-level gathers and ORs (a neighbour not
+        # colored yet holds none)
+        forbidden = reduce(or_, earlier[n](held), 0)
+        extra = adj[n] & (ahead if per_node is None else per_node[n])
+        if extra:
+            forbidden = reduce(or_, map(unit, bits(extra)), forbidden)
         sh = shape[n]
         choice = None
         for m in graph.partners.get(n, ()):
@@ -406,13 +403,21 @@ def greedy_colorings(p: Problem) -> list[dict[int, int] | None]:
     fit for narrow values, wide values first — each None when it found no placement for some
     node."""
     order = _graph(p).order
-    wide_first = sorted(order, key=lambda n: -p.shape[n].units)      # stable: keeps order
+    shape = p.shape
+    wide_first = sorted(order, key=lambda n: -shape[n].units)      # stable: keeps order
     lowest = _greedy(p, order, False)
     best_fit = _greedy(p, order, True)
     # with every value of one width the wide-first order is the program order (a stable
     # sort): its coloring is the best-fit one
-    wide = best_fit if wide_first == order else _greedy(p, wide_first, True, ahead=None)
-    return [lowest, best_fit, wide]
+    if wide_first == order:
+        return [lowest, best_fit, best_fit]
+    of_width: dict[int, int] = {}   # units -> the nodes of that many units
+    for n in order:
+        units = shape[n].units
+        of_width[units] = of_width.get(units, 0) | 1 << n
+    wider = {u: reduce(or_, [m for w, m in of_width.items() if w > u], 0) for u in of_width}
+    return [lowest, best_fit, _greedy(p, wide_first, True, ahead={n: wider[shape[n].units]
+                                                                 for n in order})]
 
 
 def fewest_registers(colorings: list[dict[int, int] | None], p: Problem) -> int | None:
