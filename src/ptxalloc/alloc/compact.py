@@ -14,8 +14,10 @@ fragmented by the narrow values before them), then a bounded
 backtracking search tries one register fewer at a time; a greedy clique bounds it from below
 (:func:`clique_registers`: a count at the bound needs no search, and a graph whose clique needs
 more than a rival coloring uses is not searched), and a search asked again with the same
-inputs is answered from memory (:func:`_remembered_search`). Time figures: docs/decisions.md,
-"Where ``allocate``'s time goes, phase by phase".
+inputs is answered from memory (:func:`_remembered_search`). What every coloring of one
+problem reads (program order, copy partners, each node's earlier neighbours) is built once
+(:class:`_Graph`). Time figures: docs/decisions.md, "Where ``allocate``'s time goes, phase by
+phase" and "Large files, round 5".
 
 It changes no spill decision and no value's class or alignment; the checker proves the result
 like any other. docs/decisions.md records it as the project's addition to the seeds.
@@ -114,7 +116,7 @@ class _Graph:
         return got
 
 
-_graphs: WeakKeyDictionary = WeakKeyDictionary()    # problem -> (merges, nodes, its _Graph)
+_graphs: WeakKeyDictionary = WeakKeyDictionary()    # problem -> (its stamp, its _Graph)
 
 
 def _graph(p: Problem) -> _Graph:
