@@ -5,8 +5,10 @@ against MaxLive.
 Sources: ``corpus`` (every MANIFEST file ptxas accepts) and ``triton`` (``tests/data/triton/*.ptx``:
 the tutorial kernels for sm_80 and the sm_90a attention kernels). For every function of every
 file, at each budget K and for each allocator, ``allocate_function`` (analysis, coalescing,
-coloring, spill rounds, post-allocation clean-up and output; no checker) gives the spill bytes
-(stores + loads) and registers; ``ptxas -v -maxrregcount=K --override-directive-values`` gives
+coloring, spill rounds, post-allocation clean-up and output) gives the spill bytes (stores +
+loads) and registers, and the independent checker proves every allocation of the file from the
+original text, as ``ptxalloc allocate`` does (``--no-verify`` skips it: faster, unproven
+figures; a refuted allocation is counted under ``unproven`` and makes the run exit 1); ``ptxas -v -maxrregcount=K --override-directive-values`` gives
 ptxas's for the same functions. Totals are over the functions ptxas reports that the allocator
 did not refuse (a function with an instruction needing more than K registers at once is counted
 apart). At K = 255:
@@ -14,6 +16,10 @@ apart). At K = 255:
 * ``<= ptxas``: share of functions whose registers are no more than ptxas's Used N (goal 90 %);
 * ``= MaxLive``: share whose registers equal the lower bound, MaxLive of the code the allocator
   colored (``max_live_legalized``; goal 95 %).
+
+The register copies that splitting at block ends leaves in the code (``alloc/block_split.py``,
+instructions the input does not have) are counted per row (``split_copies``) and printed
+under the table.
 
     PYTHONPATH=src python3 bench/quality.py [--sources corpus,triton] [--files N]
         [--budgets 24,32,64,128,255] [--allocators briggs,...] [--jobs N]
@@ -40,11 +46,15 @@ TRITON_DIR = REPO / "tests" / "data" / "triton"
 
 
 def measure(source: str, path: str, arch: str | None, budgets: list[int], allocators: list[str],
-            knobs: dict, uniform: bool = False) -> dict:
-    """{K: {function: {allocator or "ptxas": row or None}}} for one file."""
+            knobs: dict, uniform: bool = False, verify: bool = True) -> dict:
+    """{K: {function: {allocator or "ptxas": row or None}}} for one file, and the
+    allocations the checker refuted (``unproven``: [(K, allocator, message)])."""
     from ptxalloc import ptxas
     from ptxalloc.alloc.driver import Options, allocate_function
-    from ptxalloc.errors import AllocationError
+    from ptxalloc.alloc.output import mark_prepass
+    from ptxalloc.errors import AllocationError, VerificationError
+    from ptxalloc.ptx import emit_function, emit_module
+    from ptxalloc.verify import verify_module_text
     from ptxalloc.pipeline import allocate_kept, pre_passes
     from ptxalloc.records import replace
     from ptxalloc.ptx import parse_file
@@ -68,8 +78,11 @@ def measure(source: str, path: str, arch: str | None, budgets: list[int], alloca
         return unscheduled[original.name]
 
     out: dict = {}
+    unproven: list = []
+    proven = 0
     for k in budgets:
         rows: dict = {fn.name: {} for fn in module.functions}
+        kept: dict = {alloc: [] for alloc in allocators}
         for original, fn, marks in prepared:
             for alloc in allocators:
                 chosen = Options(allocator=alloc, knobs=dict(knobs), uniform=uniform)
@@ -78,15 +91,33 @@ def measure(source: str, path: str, arch: str | None, budgets: list[int], alloca
                     return allocate_function(f, sm, k, chosen, decls)
 
                 try:
-                    r = allocate_kept(original, chosen, decls, fn, marks, allocate,
-                                      lambda original=original: as_written(original))[2]
+                    _, kept_marks, r = allocate_kept(
+                        original, chosen, decls, fn, marks, allocate,
+                        lambda original=original: as_written(original))
                 except AllocationError:
                     rows[fn.name][alloc] = None
                     continue
+                kept[alloc].append((r, kept_marks))
                 rows[fn.name][alloc] = {"registers": r.registers,
                                         "spill": r.spill_stores_bytes + r.spill_loads_bytes,
                                         "max_live": r.max_live_legalized,
-                                        "remat": r.rematerialized}
+                                        "remat": r.rematerialized,
+                                        # register copies of alloc/block_split.py
+                                        "split_copies": r.extra.get("block_split", {}).get(
+                                            "copies", 0)}
+        if verify:
+            for alloc, done in kept.items():
+                texts = {}
+                for r, kept_marks in done:
+                    for key, lines, _report in kept_marks:
+                        mark_prepass(r.function, key, lines)
+                    texts[r.function.name] = emit_function(r.function, r.names.__getitem__)
+                try:
+                    verify_module_text(module, emit_module(module, texts),
+                                       [r for r, _ in done])
+                    proven += sum(r.verified for r, _ in done)
+                except VerificationError as e:
+                    unproven.append((k, alloc, str(e)))
         if ptxas.available():
             a = ptxas.assemble_file(path, arch, ptxas_budget_flags(k))
             for name, fig in a.functions.items():
@@ -95,7 +126,8 @@ def measure(source: str, path: str, arch: str | None, budgets: list[int], alloca
                                            "spill": (fig.spill_stores or 0)
                                            + (fig.spill_loads or 0)}
         out[k] = rows
-    return {"source": source, "path": path, "budgets": out}
+    return {"source": source, "path": path, "budgets": out, "unproven": unproven,
+            "proven": proven}
 
 
 def _files(sources: list[str], n: int) -> list[tuple[str, str, str | None]]:
@@ -120,7 +152,8 @@ def summarize(results: list[dict], budgets: list[int], allocators: list[str]) ->
             for alloc in allocators:
                 t = {"source": source, "K": k, "allocator": alloc, "functions": 0,
                      "refused": 0, "spill": 0, "ptxas_spill": 0, "le_ptxas": 0,
-                     "eq_maxlive": 0, "registers": 0, "ptxas_registers": 0, "remat": 0}
+                     "eq_maxlive": 0, "registers": 0, "ptxas_registers": 0, "remat": 0,
+                     "split_copies": 0}
                 for res in results:
                     if res["source"] != source:
                         continue
@@ -138,6 +171,7 @@ def summarize(results: list[dict], budgets: list[int], allocators: list[str]) ->
                         t["registers"] += mine["registers"]
                         t["ptxas_registers"] += px["registers"]
                         t["remat"] += mine["remat"]
+                        t["split_copies"] += mine.get("split_copies", 0)
                         t["le_ptxas"] += mine["registers"] <= px["registers"]
                         t["eq_maxlive"] += mine["registers"] <= mine["max_live"]
                 rows.append(t)
@@ -157,6 +191,10 @@ def print_table(rows: list[dict]) -> None:
         print(f"{t['source']:<7} {t['K']:>4} {t['allocator']:<9} {t['functions']:>9} "
               f"{t['refused']:>7} {t['spill']:>9} {t['ptxas_spill']:>9} {t['remat']:>6} "
               f"{t['registers']:>7} {t['ptxas_registers']:>10} {share}")
+    for t in rows:
+        if t.get("split_copies"):
+            print(f"{t['source']} K={t['K']} {t['allocator']}: {t['split_copies']} register "
+                  "copies inserted by splitting at block ends (alloc/block_split.py)")
 
 
 def main() -> int:
@@ -170,6 +208,8 @@ def main() -> int:
     ap.add_argument("--uniform", action="store_true",
                     help="uniform values to UR/UP (allocate --uniform)")
     ap.add_argument("--json", help="also write the per-function figures here")
+    ap.add_argument("--no-verify", action="store_true",
+                    help="skip the checker (faster; the figures are then unproven)")
     a = ap.parse_args()
     from ptxalloc import ptxas
     from ptxalloc.alloc.knobs import parse_knobs
@@ -181,7 +221,8 @@ def main() -> int:
     files = _files(a.sources.split(","), a.files)
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=a.jobs) as ex:
-        futures = [ex.submit(measure, s, p, arch, budgets, allocators, knobs, a.uniform)
+        futures = [ex.submit(measure, s, p, arch, budgets, allocators, knobs, a.uniform,
+                             not a.no_verify)
                    for s, p, arch in files]
         results = [fu.result() for fu in futures]
     wall = time.perf_counter() - t0
@@ -189,11 +230,19 @@ def main() -> int:
           + (f"; knobs {knobs}" if knobs else "") + ("; uniform" if a.uniform else ""))
     rows = summarize(results, budgets, allocators)
     print_table(rows)
+    unproven = [(r["path"], k, alloc, msg) for r in results for k, alloc, msg in r["unproven"]]
+    proven = sum(r["proven"] for r in results)
+    print("checker: " + ("off (--no-verify): these figures are unproven" if a.no_verify else
+                         f"{proven} allocations proven, none refuted" if not unproven else
+                         f"{proven} allocations proven, {len(unproven)} (file, K, allocator) "
+                         f"REFUTED"))
+    for path, k, alloc, msg in unproven:
+        print(f"  REFUTED {path} K={k} {alloc}: {msg}")
     if a.json:
         from ptxalloc.files import write_output
         write_output(a.json, json.dumps({"knobs": knobs, "summary": rows,
                                          "files": results}, indent=1) + "\n")
-    return 0
+    return 1 if unproven else 0
 
 
 if __name__ == "__main__":

@@ -104,11 +104,11 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 def _select(module, name: str | None):
     """The functions ``--function`` names (all without it): a PTX name, a demangled one or
     a unique substring (:mod:`ptxalloc.names`)."""
-    from .names import resolve_function
-
     fns = module.functions
     if name is None:
         return fns
+    from .names import resolve_function     # (subprocess, for c++filt: only when asked)
+
     name = resolve_function([f.name for f in fns], name, module.filename)
     return [f for f in fns if f.name == name]
 

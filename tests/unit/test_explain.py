@@ -213,3 +213,45 @@ def test_triton_compiles_without_a_gpu_and_is_explained():
     (row,) = pt.report(k, lines=True)
     assert any(s["file"].endswith(".py") for s in row["source_lines"])
     assert not pt.would_spill(k, 255)
+
+
+def _reference_lines(a) -> dict[int, tuple[int, int, int]]:
+    """Per PTX line (registers, predicates, first instruction id), by the definition: the most
+    over the line's instructions, a block's first instruction carrying its live-in figures."""
+    import math
+    p = a.pressure
+    entry = {b.first: b.id for b in a.cfg.blocks if b.instrs}
+    out: dict[int, tuple[int, int, int]] = {}
+    for i, ins in enumerate(a.cfg.instrs):
+        regs, preds = p.gpr[i], p.pred[i]
+        if i in entry:
+            regs = max(regs, p.entry_gpr[entry[i]])
+            preds = max(preds, p.entry_pred[entry[i]])
+        r0, p0, first = out.get(ins.line, (0, 0, i))
+        out[ins.line] = (max(r0, math.ceil(regs)), max(p0, preds), first)
+    return out
+
+
+@pytest.mark.parametrize("pair_lines", [False, True])
+def test_line_pressure_one_or_several_instructions_a_line(pair_lines):
+    """One instruction a line (the common case, read without grouping) and two a line (as
+    ``analyze`` sees statements joined on one line) give the definition's figures."""
+    from ptxalloc.analysis import analyze_function
+    from ptxalloc.analysis.line_pressure import line_pressure
+    from ptxalloc.ptx import parse_file
+    from ptxalloc.target.sm import profile_for_module
+
+    module = parse_file(str(DATA / "triton" / "sm80_layer_norm.ptx"))
+    fn = module.functions[0]
+    if pair_lines:      # instructions 2k and 2k+1 on one line
+        for i, ins in enumerate(s for s in fn.body if hasattr(s, "defs")):
+            ins.line = 1000 + i // 2
+    a = analyze_function(fn, profile_for_module(None, module))
+    per_line = line_pressure(a.cfg, a.pressure, {})
+    want = _reference_lines(a)
+    assert per_line.ptx_lines == sorted(want)
+    assert [(x.registers, x.predicates, x.instructions[0]) for x in per_line.lines] == \
+        [want[ln] for ln in sorted(want)]
+    assert sum(per_line.histogram.values()) == len(a.cfg.instrs)
+    assert max(per_line.registers) == a.pressure.max_live
+    assert per_line.peaks[0]["registers"] == a.pressure.max_live

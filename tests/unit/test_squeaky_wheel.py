@@ -21,7 +21,7 @@ from ptxalloc.analysis import analyze_function
 from ptxalloc.pipeline import allocate
 from ptxalloc.ptx import parse
 from ptxalloc.target.sm import profile_for
-from ptxalloc.target.units import RegFile
+from ptxalloc.target.units import GPR, RegFile
 
 HDR = (".version 7.0\n.target sm_80\n.address_size 64\n\n"
        ".shared .align 8 .u64 sh[64];\n.global .align 8 .u64 gout[64];\n\n")
@@ -293,3 +293,65 @@ def test_a_count_the_tool_beats_at_a_smaller_budget_is_not_claimed_minimal():
     assert fr.registers == 5 and fr.extra["registers_optimal"] is False
     (at4,) = allocate(path.read_text(), registers=4).functions
     assert at4.registers == 4 and at4.spilled_values == 0 and at4.verified is True
+
+
+# -- each node gathers only the neighbours colored before it --------------------------------
+
+def _reference_greedy(p: Problem, order: list[int], best_fit: bool, limit_units=None):
+    """The greedy as first written: a node's forbidden units from every colored neighbour."""
+    start = dict(p.precolored)
+    partners = compact_module._graph(p).partners
+    for n in order:
+        sh = p.shape[n]
+        forbidden = 0
+        for m, sm in start.items():
+            if m != n and p.interferes(n, m):
+                forbidden |= p.shape[m].mask(sm)
+        choice = None
+        for m in partners.get(n, ()):
+            sm = start.get(m)
+            if sm is not None and not sh.mask(sm) & forbidden and (
+                    limit_units is None or sh.file != GPR or sm + sh.units <= limit_units):
+                choice = sm
+                break
+        if choice is None:
+            starts = compact_module._start_mask(
+                (s, mask) for s, mask in p.regfile.placements(sh)
+                if limit_units is None or sh.file != GPR or s + sh.units <= limit_units)
+            choice = compact_module._lowest_free(starts, sh.units, forbidden,
+                                                 best_fit and sh.units < 4 and sh.file == GPR)
+            if choice is None:
+                return None
+        start[n] = choice
+    return start
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(straight_line(), straight_line_with_copies()), st.booleans(), st.booleans(),
+       st.lists(st.integers(0, 10_000), max_size=6), st.integers(-1, 1))
+def test_the_greedy_gathers_every_colored_neighbour(text, coalesced, best_fit, front, above):
+    """The greedy gathers a node's earlier neighbours in program order, plus those of the
+    nodes its order takes ahead (the squeaky wheel's moved to the front, the wider values of
+    the wide-first order): the same colorings as gathering every colored neighbour, in the
+    program order, with nodes moved to the front, and wide values first."""
+    p = _problem(text, coalesced=coalesced)
+    order = compact_module._graph(p).order
+    if not order:
+        return
+    limit = 2 * (p.program.max_live + above)
+    moved, current = 0, list(order)
+    for k in front:                                 # the squeaky wheel's moves
+        n = current[k % len(current)]
+        current.remove(n)
+        current.insert(0, n)
+        moved |= 1 << n
+    for run, ahead in ((order, 0), (current, moved)):
+        for limit_units in (None, limit):
+            got = compact_module._greedy(p, run, best_fit, limit_units, ahead=ahead)
+            want = _reference_greedy(p, run, best_fit, limit_units)
+            assert got == want and (got is None or list(got) == list(want))
+    # the wide-first coloring, with its masks of wider nodes
+    wide_first = sorted(order, key=lambda n: -p.shape[n].units)
+    want = _reference_greedy(p, wide_first, True)
+    got = greedy_colorings(p)[2]
+    assert got == want and (got is None or list(got) == list(want))

@@ -14,8 +14,10 @@ fragmented by the narrow values before them), then a bounded
 backtracking search tries one register fewer at a time; a greedy clique bounds it from below
 (:func:`clique_registers`: a count at the bound needs no search, and a graph whose clique needs
 more than a rival coloring uses is not searched), and a search asked again with the same
-inputs is answered from memory (:func:`_remembered_search`). Time figures: docs/decisions.md,
-"Where ``allocate``'s time goes, phase by phase".
+inputs is answered from memory (:func:`_remembered_search`). What every coloring of one
+problem reads (program order, copy partners, each node's earlier neighbours) is built once
+(:class:`_Graph`). Time figures: docs/decisions.md, "Where ``allocate``'s time goes, phase by
+phase" and "Large files, round 5".
 
 It changes no spill decision and no value's class or alignment; the checker proves the result
 like any other. docs/decisions.md records it as the project's addition to the seeds.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 from functools import reduce
 from operator import itemgetter, or_
+from weakref import WeakKeyDictionary
 
 from ..target.units import GPR
 from ..target.units import blocked_starts as _blocked_starts
@@ -69,28 +72,97 @@ def _move_partners(p: Problem) -> dict[int, list[int]]:
     return out
 
 
-def _greedy(p: Problem, order: list[int], best_fit: bool, partners: dict[int, list[int]],
-            neighbours: dict, limit_units: int | None = None,
-            failed: list[int] | None = None) -> dict[int, int] | None:
+class _Graph:
+    """What every coloring of one finished problem reads, built once per problem: the nodes
+    in program order, the copy partners, and each node's *earlier* neighbours (precolored, or
+    before it in program order), unpacked from the adjacency bitset once and gathered by an
+    ``itemgetter`` (:func:`_gatherers`). A coloring in program order finds a node's colored
+    neighbours among those only (renderer.ptx: 33 neighbours a node on average, half of them
+    earlier); one whose order takes some nodes ahead gathers those apart (:func:`_greedy`).
+    The three greedy colorings, every squeaky-wheel run and the search of one problem share it
+    (renderer.ptx: 304 unpackings of every node's neighbours for 110 functions before)."""
+
+    def __init__(self, p: Problem):
+        self.order = _program_order(p)
+        self.partners = _move_partners(p)
+        adj = p.adj
+        earlier = 0
+        for n in p.precolored:
+            earlier |= 1 << n
+        before = {}
+        for n in self.order:
+            before[n] = bits(adj[n] & earlier)
+            earlier |= 1 << n
+        self.earlier = _gatherers(before)
+        self._regfile = p.regfile
+        self._starts: dict = {}
+
+    def starts(self, limit_units: int | None) -> dict:
+        """Per shape (filled in by :meth:`start_mask`), the bitset of the start units of its
+        placements, general registers' below ``limit_units`` (all when None)."""
+        got = self._starts.get(limit_units)
+        if got is None:
+            got = self._starts[limit_units] = {}
+        return got
+
+    def start_mask(self, sh, limit_units: int | None) -> int:
+        """``starts(limit_units)[sh]``, computed on first use."""
+        known = self.starts(limit_units)
+        got = known.get(sh)
+        if got is None:
+            got = known[sh] = _start_mask(
+                (s, m) for s, m in self._regfile.placements(sh)
+                if limit_units is None or sh.file != GPR or s + sh.units <= limit_units)
+        return got
+
+
+_graphs: WeakKeyDictionary = WeakKeyDictionary()    # problem -> (its stamp, its _Graph)
+
+
+def _graph(p: Problem) -> _Graph:
+    """``p``'s :class:`_Graph`, built on first use; built again if coalescing changed ``p``
+    since (compaction runs once allocation is over, so in practice once)."""
+    stamp = (p.merges, len(p.members), len(p.precolored))
+    got = _graphs.get(p)
+    if got is None or got[0] != stamp:
+        got = _graphs[p] = (stamp, _Graph(p))
+    return got[1]
+
+
+def _greedy(p: Problem, order: list[int], best_fit: bool, limit_units: int | None = None,
+            failed: list[int] | None = None, ahead: int | dict[int, int] = 0
+            ) -> dict[int, int] | None:
     """Lowest-free-placement coloring in ``order``. A node first tries the placement of a
     copy partner already colored (so the copy disappears); with ``best_fit`` a value narrower
     than a pair prefers a free placement inside a pair that is already partly used, so that
-    free pairs stay whole. ``neighbours`` gathers each node's neighbours' entries of a list
-    (:func:`_gatherers`, shared by the three colorings, so that the adjacency bitsets are
-    unpacked once). With ``limit_units`` general registers are placed below that unit only;
-    a node that finds no placement is appended to ``failed`` (when given)."""
+    free pairs stay whole. With ``limit_units`` general registers are placed below that unit
+    only; a node that finds no placement is appended to ``failed`` (when given).
+
+    ``ahead`` says which nodes ``order`` may color before a node besides its earlier ones in
+    program order (:class:`_Graph`), so that each node gathers the units of the neighbours
+    colored before it: a bitset for every node (0: ``order`` is the program order; the
+    squeaky wheel's nodes moved to the front), or a bitset per node (the wider values, for
+    the order that colors wide values first)."""
+    graph = _graph(p)
     shape = p.shape
     start = dict(p.precolored)
     held = [0] * p.nregs                # node -> the units it holds (0: not colored yet)
     for n, s in start.items():
         held[n] = shape[n].mask(s)
-    starts_of: dict = {}
+    earlier, adj = graph.earlier, p.adj
+    per_node = ahead if type(ahead) is dict else None
+    unit = held.__getitem__
+    starts_of = graph.starts(limit_units)
     for n in order:
-        # the units of the colored neighbours: one C-level gather and OR per node
-        forbidden = reduce(or_, neighbours[n](held), 0)
+        # the units of the colored neighbours: C-level gathers and ORs (a neighbour not
+        # colored yet holds none)
+        forbidden = reduce(or_, earlier[n](held), 0)
+        extra = adj[n] & (ahead if per_node is None else per_node[n])
+        if extra:
+            forbidden = reduce(or_, map(unit, bits(extra)), forbidden)
         sh = shape[n]
         choice = None
-        for m in partners.get(n, ()):
+        for m in graph.partners.get(n, ()):
             sm = start.get(m)
             if sm is not None and not sh.mask(sm) & forbidden and (
                     limit_units is None or sh.file != GPR or sm + sh.units <= limit_units):
@@ -99,11 +171,14 @@ def _greedy(p: Problem, order: list[int], best_fit: bool, partners: dict[int, li
         if choice is None:
             starts = starts_of.get(sh)
             if starts is None:
-                starts = starts_of[sh] = _start_mask(
-                    (s, m) for s, m in p.regfile.placements(sh)
-                    if limit_units is None or sh.file != GPR or s + sh.units <= limit_units)
-            choice = _lowest_free(starts, sh.units, forbidden,
-                                  best_fit and sh.units < 4 and sh.file == GPR)
+                starts = graph.start_mask(sh, limit_units)
+            w = sh.units
+            if best_fit and w < 4 and sh.file == GPR:
+                choice = _lowest_free(starts, w, forbidden, True)
+            else:                               # _lowest_free, inlined for the usual widths
+                free = starts & ~(forbidden | forbidden >> 1 if w == 2 else forbidden if w == 1
+                                  else _blocked_starts(forbidden, w))
+                choice = (free & -free).bit_length() - 1 if free else None
             if choice is None:
                 if failed is not None:
                     failed.append(n)
@@ -113,14 +188,12 @@ def _greedy(p: Problem, order: list[int], best_fit: bool, partners: dict[int, li
     return start
 
 
-def _gatherers(p: Problem, nodes: list[int]) -> dict:
+def _gatherers(neighbour_lists: dict[int, list[int]]) -> dict:
     """Per node, a function taking a list indexed by node and returning the entries of the
-    node's neighbours (an ``itemgetter``; a tuple whatever their number)."""
+    nodes of its list (an ``itemgetter``; a tuple whatever their number)."""
     out = {}
     empty = ()
-    adj = p.adj
-    for n in nodes:
-        nbrs = bits(adj[n])
+    for n, nbrs in neighbour_lists.items():
         if len(nbrs) > 1:
             out[n] = itemgetter(*nbrs)
         elif nbrs:
@@ -331,17 +404,22 @@ def greedy_colorings(p: Problem) -> list[dict[int, int] | None]:
     """The three program-order greedy colorings :func:`compact` starts from — lowest fit, best
     fit for narrow values, wide values first — each None when it found no placement for some
     node."""
-    order = _program_order(p)
-    wide_first = sorted(order, key=lambda n: -p.shape[n].units)      # stable: keeps order
-    partners = _move_partners(p)
-    neighbours = _gatherers(p, order)
-    lowest = _greedy(p, order, False, partners, neighbours)
-    best_fit = _greedy(p, order, True, partners, neighbours)
+    order = _graph(p).order
+    shape = p.shape
+    wide_first = sorted(order, key=lambda n: -shape[n].units)      # stable: keeps order
+    lowest = _greedy(p, order, False)
+    best_fit = _greedy(p, order, True)
     # with every value of one width the wide-first order is the program order (a stable
     # sort): its coloring is the best-fit one
-    wide = best_fit if wide_first == order else _greedy(p, wide_first, True, partners,
-                                                         neighbours)
-    return [lowest, best_fit, wide]
+    if wide_first == order:
+        return [lowest, best_fit, best_fit]
+    of_width: dict[int, int] = {}   # units -> the nodes of that many units
+    for n in order:
+        units = shape[n].units
+        of_width[units] = of_width.get(units, 0) | 1 << n
+    wider = {u: reduce(or_, [m for w, m in of_width.items() if w > u], 0) for u in of_width}
+    return [lowest, best_fit, _greedy(p, wide_first, True, ahead={n: wider[shape[n].units]
+                                                                 for n in order})]
 
 
 def fewest_registers(colorings: list[dict[int, int] | None], p: Problem) -> int | None:
@@ -372,17 +450,16 @@ def squeaky_wheel(p: Problem, registers: int,
     variable of the source assigned on two paths), a 64-bit pair or a tuple whose aligned
     placement the narrow values around it have already fragmented. Placing those first lets
     the rest fill around them (docs/decisions.md, "Registers = MaxLive at K = 255")."""
-    order = _program_order(p)
+    order = _graph(p).order
     if not order:
         return None
-    partners = _move_partners(p)
-    neighbours = _gatherers(p, order)
     limit = 2 * registers
     current = list(order)
+    moved = 0                           # the nodes moved to the front: the rest keep the order
     furthest, stalled = -1, 0
     for _ in range(tries):
         failed: list[int] = []
-        start = _greedy(p, current, False, partners, neighbours, limit, failed)
+        start = _greedy(p, current, False, limit, failed, ahead=moved)
         if start is not None:
             return start
         if not failed or current[0] == failed[0]:
@@ -396,6 +473,7 @@ def squeaky_wheel(p: Problem, registers: int,
                 break                   # no run got further for that many tries
         del current[at]
         current.insert(0, failed[0])
+        moved |= 1 << failed[0]
     return None
 
 
@@ -464,7 +542,7 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
         else:
             hopeless = False
         if not proven and not hopeless:
-            order = _program_order(p)
+            order = _graph(p).order
             # one register fewer at a time: no coloring below L means none below any L' < L
             while best > max(lower_bound, clique, 1):
                 start = _remembered_search(p, order, 2 * (best - 1), search_steps(len(order)))

@@ -61,11 +61,12 @@ from ..spill import shared
 from ..spill.saves import insert_call_saves, insert_callee_saves
 from ..spill.slots import assign_slots
 from ..spill.split import SplitPlan, plan_splits
+from ..spill.windows import plan_window_runs, spillable_in_flight
 from ..target.abi import Convention
 from ..target.sm import SMProfile
 from ..target.units import GPR, PRED, RegFile, Shape, vreg_shape
 from ..util import gc_paused
-from . import api, choice, convention, output
+from . import api, block_split, choice, convention, output
 from . import knobs as knob_table
 from .api import Allocator, Coloring, Problem
 from .coalesce import COALESCE_FACTOR, coalesce
@@ -181,6 +182,8 @@ class Allocation:
     state: SpillState
     name: Callable[[int], str]          # register id -> the name of its value in the input
     in_flight: set[int]                 # registers of asynchronous instructions
+    # those of them that may spill around their in-flight windows (:mod:`ptxalloc.spill.windows`)
+    around_windows: set[int] = field(default_factory=set)
     relief_precolored: dict[int, int] = field(default_factory=dict)   # see :func:`_spill`
     shared_block: tuple[int, str] | None = None    # --spill-to shared: threads, their source
     own_shared: int = 0                 # --spill-to shared: the function's own .shared bytes
@@ -228,6 +231,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
             pass
         if options.compact:
             _compact(a)
+            _split_to_max_live(a)
         _finish(a)
         a.session.finish(a.result)
         clock.lap("output")
@@ -261,8 +265,10 @@ def _prepare(fn: Function, sm: SMProfile, budget: int, options: Options, allocat
     info = bind_convention(work, conv, module_decls, origin_of)
     regfile = RegFile(budget, reserved=convention.callee_saved_reserved(conv, info, work))
     name = _original_names(fn, origin_of)
-    result.notes.extend(serialize_wgmma(work, regfile, pinned, name))
+    serializing = bool(knob_table.resolve(options.knobs)["SerializeWgmma"])
+    result.notes.extend(serialize_wgmma(work, regfile, pinned, name, serializing))
     check_feasible(work, regfile, pinned, name)
+    around_windows = spillable_in_flight(work) if serializing else set()
     in_flight = bind_async_waits(work)
     shared_block = None
     own_shared = 0
@@ -275,12 +281,12 @@ def _prepare(fn: Function, sm: SMProfile, budget: int, options: Options, allocat
                            one_dimensional=one_dim)
     else:
         state = SpillState(output.spill_array_name(fn, SPILL_ARRAY), origin_of)
-    state.no_spill |= in_flight
+    state.no_spill |= in_flight - around_windows
     uniform = _place_uniform(work, sm, options, info, pinned | in_flight, result)
     if uniform is not None:
         pinned = pinned | set(uniform.start)
     return Allocation(fn, sm, budget, options, session, result, work, conv, info, regfile,
-                      pinned, state, name, in_flight, shared_block=shared_block,
+                      pinned, state, name, in_flight, around_windows, shared_block=shared_block,
                       own_shared=own_shared, uniform=uniform)
 
 
@@ -362,7 +368,8 @@ def _analyse(a: Allocation) -> dict:
     # a run temporary of live-range splitting spills to its home slot, never by recomputation:
     # its value may have other definitions in the input (:mod:`ptxalloc.spill.split`)
     remat = {v: d for v, d in remat_candidates(work, work.instructions(), param_loads).items()
-             if v not in pinned and v not in info.precolored and v not in a.state.home}
+             if v not in pinned and v not in info.precolored and v not in a.state.home
+             and v not in a.around_windows}
     # a run temporary of live-range splitting is cheap to spill again: that only brings back
     # the reloads the split saved (:mod:`ptxalloc.spill.split`)
     cheap = {v: COMPUTE_COST for v in remat}
@@ -473,14 +480,19 @@ def _spill(a: Allocation, remat: dict) -> None:
 def _split_plan(a: Allocation, to_spill: set[int], remat: dict) -> SplitPlan | None:
     """The live-range splitting of the registers about to be spilled (:mod:`ptxalloc.spill.split`,
     knobs ``SpillSplitRegions`` and ``SpillSplitLoops``): run temporaries are never split again,
-    rematerializable registers are recomputed instead."""
+    rematerializable registers are recomputed instead. Registers of ``wgmma`` groups are split
+    at their in-flight windows always (:mod:`ptxalloc.spill.windows`) and not otherwise."""
     switches = knob_table.resolve(a.options.knobs)
     regions, loops = bool(switches["SpillSplitRegions"]), bool(switches["SpillSplitLoops"])
-    if not (regions or loops):
+    windowed = to_spill & a.around_windows
+    if not (regions or loops or windowed):
         return None
-    keep_out = set(remat) | set(a.state.home)
+    keep_out = set(remat) | set(a.state.home) | windowed
     limit = a.budget - a.regfile.reserved.bit_count() / 2
-    return plan_splits(a.analysis, to_spill, keep_out, limit, regions=regions, loops=loops)
+    plan = plan_splits(a.analysis, to_spill, keep_out, limit, regions=regions, loops=loops)
+    if windowed:
+        plan_window_runs(a.analysis.cfg, windowed, plan)
+    return plan
 
 
 # -- 3. compact -------------------------------------------------------------------------------
@@ -532,6 +544,51 @@ def _compact(a: Allocation) -> None:
         a.problem, a.coloring = plain, fresh
     else:
         coloring.optimal = fresh.optimal    # whether the graph before coalescing needs them
+
+
+def _split_to_max_live(a: Allocation) -> None:
+    """Where compaction leaves a function with nothing spilled above MaxLive, the same
+    function split at block ends and colored again (:mod:`block_split`, knob
+    ``SplitToMaxLive``), kept when it uses fewer registers (and, at the knob's 1, leaves at
+    most ``block_split.LOOP_COPIES`` copies in loops); the copies it leaves are counted in
+    the report's ``block_split``. Leaf kernels only: a function under the calling convention
+    is left as compaction made it."""
+    mode = knob_table.resolve(a.options.knobs)["SplitToMaxLive"]
+    # not under the calling convention, whose fixed and callee-saved registers, not the
+    # coloring, put those functions above MaxLive (corpus, K = 255: none of 267 tries kept)
+    if not mode or a.info.active or a.coloring.spilled or a.state.spilled_values \
+            or a.relief_precolored:
+        return
+    analysis, problem = a.analysis, a.problem
+    bound = analysis.pressure.max_live
+    registers = high_water(problem, a.coloring.start)
+    if registers <= bound:
+        return
+    excluded = (set(analysis.tuples.group_of) | set(a.info.precolored) | a.pinned
+                | a.in_flight | a.state.no_spill)
+    uniform = a.uniform.mask() if a.uniform else 0
+    origin_of = a.state.origin_of
+    got = block_split.recolor_split(
+        a.work, analysis, excluded, lambda v: origin_of.get(v, v),
+        lambda fn: analyze_function(fn, a.sm, {}, a.state.no_spill | a.pinned, uniform),
+        lambda an: Problem.from_analysis(an, a.regfile, a.info.precolored, a.pinned),
+        registers, bound, block_split.LOOP_COPIES if mode == 1 else None)
+    if got is None:
+        return
+    for r, v in got.split.origin.items():
+        origin_of[r] = origin_of.get(v, v)
+    a.work, a.analysis, a.problem, a.coloring = (got.split.function, got.analysis, got.problem,
+                                                 got.coloring)
+    after = high_water(got.problem, got.coloring.start)
+    blocks = got.analysis.cfg.blocks
+    in_loops = sum(1 for b, _, _ in got.copies_left if blocks[b].depth > 0)
+    inside = sum(1 for _, _, site in got.copies_left if site[0] == "at")
+    a.result.extra["block_split"] = {"registers_before": registers, "registers_after": after,
+                                     "copies": len(got.copies_left), "copies_in_loops": in_loops,
+                                     "copies_inside_blocks": inside}
+    a.result.notes.append(f"live ranges split: {registers} -> {after} registers, "
+                          f"{len(got.copies_left)} register copies inserted ({in_loops} in "
+                          f"loops, {inside} inside blocks)")
 
 
 # -- 4. finish --------------------------------------------------------------------------------

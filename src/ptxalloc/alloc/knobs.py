@@ -22,6 +22,8 @@ SpillSplitLoops                               -         1  one reload before a l
 SpillSlotsToRegisters                         -         2  a slot with a register free: copies
 SpillReloadsToRegisters                       -         1  a reload a free register serves: copies
 SpillStaticWeight                             -        10  cost per word of spill code, static
+SerializeWgmma                                -         1  wgmma groups serialized, spilled around
+SplitToMaxLive                                -         1  above MaxLive: split at block ends (2: any copies)
 schedule                                      -         2  ptxalloc's own: 1 = schedule first, 2 = or not, fewer spill bytes
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
@@ -144,6 +146,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("SpillStaticWeight", None, 10, False, 0,
          "cost added per 32-bit word of spill code a value's definitions and uses would "
          "store or reload (0: the seeds' frequency-weighted cost alone)", scope="all"),
+    Knob("SplitToMaxLive", None, 1, True, 0,
+         "1: a function that spills nothing and ends above MaxLive is split at block ends "
+         "(register copies) and colored again, kept when it uses fewer registers and leaves "
+         "at most 2 copies in loops (alloc/block_split.py), 2 = whatever the copies, "
+         "0 = off", maximum=2, scope="all"),
     Knob("schedule", None, 2, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 2 = that, and where the scheduled code spills the code as "
@@ -166,6 +173,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "ptxalloc's own: 1 = loop-carried families of 64-bit pointers advanced by one stride "
          "rewritten as one counter plus each pointer's offset before recomputation, kept when "
          "MaxLive falls (passes/induction.py), 0 = off", maximum=1, scope="all"),
+    Knob("SerializeWgmma", None, 1, True, 0,
+         "1: where the registers of wgmma groups in flight at once do not fit the budget, each "
+         "group is waited for at its commit (passes/serialize_wgmma.py), and registers of "
+         "wgmma groups may spill around their in-flight windows (spill/windows.py); 0 = "
+         "neither: such registers never leave their registers", maximum=1, scope="all"),
     Knob("SpillEvict", None, 1, True, 0,
          "1: after the first round's select, a node left without a register takes the placement of colored "
          "neighbours that cost less to spill than it (alloc/choice.py), 0 = the seeds' select",

@@ -122,17 +122,25 @@ def pressure_of(fn: Function, exclude: int = 0) -> Pressure:
     of the bitset ``exclude`` (those in the uniform files) are counted in neither R nor P.
     Asked again of the same, unchanged function (:func:`remember_pressure`), the answer is
     the one found before."""
-    key = (id(fn), exclude)
-    got = _pressures.get(key)
+    pressure = remembered_pressure(fn, exclude)
+    if pressure is not None:
+        return pressure
+    cfg = CFG(fn)
+    pressure = Pressure(cfg, Liveness(cfg), find_tuples(fn, cfg.instrs), exclude)
+    remember_pressure(fn, pressure, exclude)
+    return pressure
+
+
+def remembered_pressure(fn: Function, exclude: int = 0) -> Pressure | None:
+    """The pressure :func:`pressure_of` found before for ``fn`` as it stands now (the very same
+    statements and registers), or None."""
+    got = _pressures.get((id(fn), exclude))
     if got is not None:
         known, body, nregs, pressure = got
         if known is fn and nregs == len(fn.regs) and len(body) == len(fn.body) and \
                 all(map(is_, body, fn.body)):
             return pressure
-    cfg = CFG(fn)
-    pressure = Pressure(cfg, Liveness(cfg), find_tuples(fn, cfg.instrs), exclude)
-    remember_pressure(fn, pressure, exclude)
-    return pressure
+    return None
 
 
 _pressures: dict = {}       # (id(fn), exclude) -> (fn, its body's statements, registers, Pressure)
@@ -151,5 +159,6 @@ def remember_pressure(fn: Function, pressure: Pressure, exclude: int = 0) -> Non
     _pressures[(id(fn), exclude)] = (fn, tuple(fn.body), len(fn.regs), pressure)
 
 
-__all__ = ["FunctionAnalysis", "analyze_function", "pressure_of", "remember_pressure", "CFG",
+__all__ = ["FunctionAnalysis", "analyze_function", "pressure_of", "remember_pressure",
+           "remembered_pressure", "CFG",
            "Liveness", "InterferenceGraph", "Pressure", "find_tuples", "spill_costs"]

@@ -230,8 +230,10 @@ def change_scope(a, sm, block: int, static_shared: int = 0) -> ChangeScope:
     by_excess: dict[int, int] = {}
     above_blocks = set()
     block_of = cfg.block_of
-    for i, g in enumerate(gpr):
-        e = int(round(2 * g)) - limit
+    # only an instruction above target - 1/4 can round above it: filtered first (few are)
+    floor = target - 0.25
+    for i in [i for i, g in enumerate(gpr) if g > floor]:
+        e = int(round(2 * gpr[i])) - limit
         if e > 0:
             by_excess[e] = by_excess.get(e, 0) | 1 << i
             above_blocks.add(block_of[i])

@@ -9,7 +9,8 @@ those of the asynchronous instructions issued on some path since the last wait t
 them. It counts as the checker does (:mod:`ptxalloc.verify.dataflow`): only
 ``wgmma.wait_group 0`` retires a ``wgmma`` — ``wait_group N`` with N > 0 does not say which
 groups are done. The pre-passes :mod:`ptxalloc.passes.serialize_wgmma` and
-:mod:`ptxalloc.passes.asynchrony` read it.
+:mod:`ptxalloc.passes.asynchrony` read it, and :mod:`ptxalloc.spill.windows` (spilling around
+a group's window).
 """
 
 from __future__ import annotations

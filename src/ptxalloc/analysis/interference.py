@@ -34,6 +34,7 @@ placements; they never forbid one.
 
 from __future__ import annotations
 
+from ..ir import isa
 from ..ir.cfg import CFG
 from ..ir.registers import RegClass
 from ..records import record
@@ -83,6 +84,7 @@ class InterferenceGraph:
         self.gpr_mask = gpr_mask
         with gc_paused():
             adj, moves = _adjacency(cfg, liveness, classes, gpr_mask, pred_mask)
+        _fence_edges(cfg, adj)
         self.adj = adj
         self.moves = moves
         self._cfg = cfg
@@ -125,6 +127,36 @@ class InterferenceGraph:
             nodes=n, edges=edges, density=edges / max_edges if max_edges else 0.0,
             max_degree=max(degrees, default=0), avg_degree=total / n if n else 0.0,
             moves=len(self.moves))
+
+
+def _fence_edges(cfg: CFG, adj: list[int]) -> None:
+    """Edges between the registers a ``wgmma.mma_async`` accesses asynchronously and every
+    register defined after the ``wgmma.fence`` before it in its block (PTX ISA 9.7.15.5.1): a
+    write to the wgmma's registers must come before the fence, so no other value may be
+    written there in between — not even while an accumulator the wgmma only writes is dead
+    (:mod:`ptxalloc.verify.fences` checks it)."""
+    if not any(ins.base == "wgmma" for ins in cfg.instrs):
+        return
+    for b in cfg.blocks:
+        fence = -1
+        for k, ins in enumerate(b.instrs):
+            opc = ins.opcode
+            if opc.startswith("wgmma.fence"):
+                fence = k
+            elif fence >= 0 and opc.startswith("wgmma.mma_async"):
+                got = isa.async_operands(ins)
+                if not got or not got[0]:
+                    continue
+                mask = 0
+                for a in got[0]:
+                    mask |= 1 << a
+                for between in b.instrs[fence + 1:k]:
+                    for d in between.defs:
+                        others = mask & ~(1 << d)
+                        if others:
+                            adj[d] |= others
+                            for a in bits(others):
+                                adj[a] |= 1 << d
 
 
 def _adjacency(cfg: CFG, liveness: Liveness, classes, gpr_mask: int,
@@ -177,9 +209,10 @@ def _adjacency(cfg: CFG, liveness: Liveness, classes, gpr_mask: int,
                     others = live
                 if len(defs) > 1:
                     others |= dm[i]
+                # the other file's registers and d itself are masked off once per register at
+                # the end (an OR distributes over the mask), not at every definition
                 for d in defs:
-                    fm = gpr_mask if classes[d] != pred else pred_mask
-                    adj[d] |= others & fm & ~(1 << d)
+                    adj[d] |= others
                 if ins.guard < 0:
                     for d in defs:
                         if live >> d & 1:       # its segment starts at this definition
@@ -212,17 +245,16 @@ def _adjacency(cfg: CFG, liveness: Liveness, classes, gpr_mask: int,
             for v in bits(ending):
                 into[v] |= runs.query(run_start[v], bid)
         prev = cur
-    for v in range(nregs):
-        other = into[v]
-        if other:
-            fm = gpr_mask if classes[v] != pred else pred_mask
-            adj[v] |= other & fm & ~(1 << v)
     # registers live on entry interfere with each other (implicit definitions at entry)
     entry = liveness.entry_live
     if entry:
         for v in bits(entry):
+            adj[v] |= entry
+    for v in range(nregs):
+        a = adj[v] | into[v]
+        if a:
             fm = gpr_mask if classes[v] != pred else pred_mask
-            adj[v] |= entry & fm & ~(1 << v)
+            adj[v] = a & fm & ~(1 << v)
     return adj, moves
 
 

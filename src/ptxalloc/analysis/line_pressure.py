@@ -14,12 +14,15 @@ plateau are one peak.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections import Counter
+from itertools import islice
+from operator import lt
 
+from ..records import field, record
 from .sources import source_of
 
 
-@dataclass
+@record
 class LineFigure:
     ptx_line: int
     source: dict | None
@@ -33,30 +36,58 @@ class LineFigure:
 
 
 class LinePressure:
-    """The per-line view: PTX lines in order with their figures (``ptx_lines``,
-    ``registers``, ``predicates``), the source lines, the histogram and the distinct peaks.
-    :attr:`lines` (a :class:`LineFigure` per line, with its source and instruction ids) is
-    built on first use: ``analyze`` without ``--lines`` prints only the peaks (issue 16)."""
+    """The per-line view: PTX lines in order with their registers (``ptx_lines``,
+    ``registers``) and the distinct peaks (``peaks``), which ``analyze`` prints for every
+    function; the predicates, sources, histogram and source lines (:attr:`predicates`,
+    :attr:`lines`, :attr:`histogram`, :attr:`source_lines`, :meth:`as_dict`), which only
+    ``--lines``, a plot or the HTML report read, are computed on first use (issue 16)."""
 
-    def __init__(self, ptx_lines: list[int], registers: list[int], predicates: list[int],
-                 members: list, sources: list, source_lines: list[dict],
-                 histogram: dict[int, int], peaks: list[dict]):
+    def __init__(self, cfg, pressure, files: dict[int, str], whole: list[int],
+                 ptx_lines: list[int], registers: list[int], members, max_peaks: int):
+        self._cfg = cfg
+        self._pressure = pressure
+        self._files = files
+        self._whole = whole              # per instruction: its whole registers
         self.ptx_lines = ptx_lines
         self.registers = registers
-        self.predicates = predicates
         self._members = members          # per line: its instruction id, or a list of them
-        self._sources = sources          # per line: its first instruction's source, or None
-        self.source_lines = source_lines
-        self.histogram = histogram
-        self.peaks = peaks
+        self._details: tuple | None = None
         self._lines: list[LineFigure] | None = None
+        instrs = cfg.instrs
+        self.peaks = distinct_peaks(
+            ptx_lines, registers,
+            lambda k: source_of(instrs[_first(members[k])].loc, files), max_peaks)
+
+    @property
+    def predicates(self) -> list[int]:
+        return self.details()[0]
+
+    @property
+    def sources(self) -> list:
+        """Per line, the source of its first instruction (None without ``.loc``)."""
+        return self.details()[1]
+
+    @property
+    def histogram(self) -> dict[int, int]:
+        return self.details()[2]
+
+    @property
+    def source_lines(self) -> list[dict]:
+        return self.details()[3]
+
+    def details(self) -> tuple:
+        """(predicates per line, sources per line, histogram, source lines), computed once."""
+        if self._details is None:
+            self._details = _details(self._cfg, self._pressure, self._files, self._whole,
+                                     self.ptx_lines, self._members)
+        return self._details
 
     @property
     def lines(self) -> list[LineFigure]:
         """One :class:`LineFigure` per PTX line, in order (built on first use)."""
         if self._lines is None:
             self._lines = [LineFigure(ln, src, r, p, ids if type(ids) is list else [ids])
-                           for ln, src, r, p, ids in zip(self.ptx_lines, self._sources,
+                           for ln, src, r, p, ids in zip(self.ptx_lines, self.sources,
                                                          self.registers, self.predicates,
                                                          self._members)]
         return self._lines
@@ -68,84 +99,108 @@ class LinePressure:
                 "peaks": self.peaks}
 
 
+def _first(ids) -> int:
+    return ids[0] if type(ids) is list else ids
+
+
 def line_pressure(cfg, pressure, files: dict[int, str], max_peaks: int = 5) -> LinePressure:
     """The per-line view of one function's pressure; ``files`` is the module's ``.file``
-    table (:func:`~ptxalloc.analysis.sources.source_files`)."""
+    table (:func:`~ptxalloc.analysis.sources.source_files`). One instruction a line in
+    increasing order (as parsed PTX has it) needs no grouping."""
     instrs = cfg.instrs
-    gpr = pressure.gpr
-    pred = pressure.pred
-    entry_of = {b.first: b.id for b in cfg.blocks if b.instrs}
+    ceil = math.ceil
+    # per instruction its registers in whole 32-bit registers, a block's first instruction
+    # with the block's live-in figure (ceil is monotone: the ceiling of the larger)
+    whole = list(map(ceil, pressure.gpr))
+    entry_gpr = pressure.entry_gpr
+    for b in cfg.blocks:
+        if b.instrs:
+            e = ceil(entry_gpr[b.id])
+            if e > whole[b.first]:
+                whole[b.first] = e
+    lines = [ins.line for ins in instrs]
+    if all(map(lt, lines, islice(lines, 1, None))):
+        return LinePressure(cfg, pressure, files, whole, lines, whole, range(len(lines)),
+                            max_peaks)
     # per PTX line (in the order first met): its slot in parallel lists
     slot: dict[int, int] = {}
     ptx_lines: list[int] = []
     registers: list[int] = []
-    predicates: list[int] = []
     members: list = []
-    sources: list = []
-    histogram: dict[int, int] = {}
-    per_source: dict[tuple, list] = {}
-    ceil = math.ceil
-    for i, ins in enumerate(instrs):
-        regs = gpr[i]
-        preds = pred[i]
-        b = entry_of.get(i)
-        if b is not None:
-            regs = max(regs, pressure.entry_gpr[b])
-            preds = max(preds, pressure.entry_pred[b])
-        whole = ceil(regs)
-        histogram[whole] = histogram.get(whole, 0) + 1
-        line = ins.line
-        loc = ins.loc
-        src = None if loc is None else source_of(loc, files)
+    for i, (line, w) in enumerate(zip(lines, whole)):
         k = slot.get(line)
         if k is None:
             slot[line] = len(ptx_lines)
             ptx_lines.append(line)
-            registers.append(whole)
-            predicates.append(preds)
+            registers.append(w)
             members.append(i)
-            sources.append(src)
         else:
-            if whole > registers[k]:
-                registers[k] = whole
-            if preds > predicates[k]:
-                predicates[k] = preds
+            if w > registers[k]:
+                registers[k] = w
             ids = members[k]
             if type(ids) is list:
                 ids.append(i)
             else:
                 members[k] = [ids, i]
-        if src is not None:
-            places = [(src["file"], src["line"])]
-            places += [(at["file"], at["line"]) for at in src.get("inlined_at", ())]
-            for key in places:
-                row = per_source.get(key)
-                if row is None:
-                    per_source[key] = [whole, preds, 1, line]
-                else:
-                    if whole > row[0]:
-                        row[0] = whole
-                        row[3] = line
-                    row[1] = max(row[1], preds)
-                    row[2] += 1
     order = sorted(range(len(ptx_lines)), key=ptx_lines.__getitem__)
     if order != list(range(len(order))):
-        ptx_lines, registers, predicates, members, sources = (
-            [col[k] for k in order] for col in (ptx_lines, registers, predicates, members,
-                                                 sources))
+        ptx_lines, registers, members = ([col[k] for k in order]
+                                         for col in (ptx_lines, registers, members))
+    return LinePressure(cfg, pressure, files, whole, ptx_lines, registers, members, max_peaks)
+
+
+def _details(cfg, pressure, files, whole: list[int], ptx_lines: list[int], members) -> tuple:
+    """:meth:`LinePressure.details` of a function's per-line view."""
+    instrs = cfg.instrs
+    preds = list(pressure.pred)
+    entry_pred = pressure.entry_pred
+    for b in cfg.blocks:
+        if b.instrs:
+            preds[b.first] = max(preds[b.first], entry_pred[b.id])
+    predicates = []
+    sources = []
+    for ids in members:
+        if type(ids) is list:
+            predicates.append(max(preds[i] for i in ids))
+            first = ids[0]
+        else:
+            predicates.append(preds[ids])
+            first = ids
+        loc = instrs[first].loc
+        sources.append(None if loc is None else source_of(loc, files))
+    histogram = dict(Counter(whole))
+    per_source: dict[tuple, list] = {}
+    for i, ins in enumerate(instrs):
+        loc = ins.loc
+        if loc is None:
+            continue
+        src = source_of(loc, files)
+        w = whole[i]
+        p = preds[i]
+        places = [(src["file"], src["line"])]
+        places += [(at["file"], at["line"]) for at in src.get("inlined_at", ())]
+        for key in places:
+            row = per_source.get(key)
+            if row is None:
+                per_source[key] = [w, p, 1, ins.line]
+            else:
+                if w > row[0]:
+                    row[0] = w
+                    row[3] = ins.line
+                row[1] = max(row[1], p)
+                row[2] += 1
     source_lines = [{"file": f, "line": ln, "max_registers": r[0], "max_predicates": r[1],
                      "instructions": r[2], "ptx_line_of_max": r[3]}
                     for (f, ln), r in sorted(per_source.items())]
-    peaks = distinct_peaks(ptx_lines, registers, sources, max_peaks)
-    return LinePressure(ptx_lines, registers, predicates, members, sources, source_lines,
-                        histogram, peaks)
+    return predicates, sources, histogram, source_lines
 
 
-def distinct_peaks(ptx_lines: list[int], registers: list[int], sources: list,
+def distinct_peaks(ptx_lines: list[int], registers: list[int], source_at,
                    count: int) -> list[dict]:
     """The ``count`` highest distinct peaks of the line sequence (per line in order: its PTX
-    line, registers and source), highest first, then earliest: ``{"registers",
-    "first_ptx_line", "last_ptx_line", "source"}``.
+    line and registers; ``source_at(k)`` the source of line ``k``, asked of the peaks kept
+    only), highest first, then earliest: ``{"registers", "first_ptx_line", "last_ptx_line",
+    "source"}``.
 
     A plateau (consecutive lines at one pressure, both neighbours lower) is a candidate; two
     neighbouring candidates are one peak unless the pressure between them drops by at least
@@ -175,11 +230,9 @@ def distinct_peaks(ptx_lines: list[int], registers: list[int], sources: list,
                 last[2] = pk[2]
                 continue
         merged.append(pk)
-    peaks = [{"registers": h, "first_ptx_line": ptx_lines[a],
-              "last_ptx_line": ptx_lines[b], "source": sources[top]}
-             for h, a, b, top in merged]
-    peaks.sort(key=lambda p: (-p["registers"], p["first_ptx_line"]))
-    return peaks[:count]
+    merged.sort(key=lambda pk: (-pk[0], ptx_lines[pk[1]]))
+    return [{"registers": h, "first_ptx_line": ptx_lines[a], "last_ptx_line": ptx_lines[b],
+             "source": source_at(top)} for h, a, b, top in merged[:count]]
 
 
 def dip(height: int) -> int:

@@ -20,7 +20,7 @@ kind                  the inserted instruction                            ``//@`
 ``restore``           reloads it after the call                           ``//@restore %r5#12``
 ``csave``             stores a callee-saved register on entry             ``//@csave R24``
 ``crestore``          reloads it before a ``ret``                         ``//@crestore R24``
-``move``              a copy of tuple legalization or of the convention   ``//@move %r5#12``
+``move``              a copy of legalization, the convention or a split   ``//@move %r5#12``
 ``serialize``         a ``wgmma.wait_group 0`` of serialization           ``//@serialize``
 ``sbase``             computes the shared spill frame's address at entry  ``//@sbase``
 ====================  ==================================================  ====================

@@ -6,7 +6,9 @@ pipeline order (:func:`ptxalloc.alloc.driver.allocate_function` calls them).
 2. :mod:`convention` — the calling convention's binding: arguments and results moved through
    precolored registers (seed 003; SPEC section 7).
 3. :mod:`serialize_wgmma` — a ``wgmma.wait_group 0`` after each ``wgmma.commit_group`` when
-   the ``wgmma`` registers in flight exceed the budget (PTX ISA 9.7.15.7.3).
+   the ``wgmma`` registers in flight exceed the budget, and each ``wgmma.mma_async`` made a
+   group of its own when one group alone does (PTX ISA 9.7.15.7.3; knob ``SerializeWgmma``);
+   proven by the checker's ``//@serialize`` rules (docs/checker.md).
 4. :mod:`asynchrony` — every instruction made to read the registers of asynchronous tensor
    instructions in flight before it (PTX ISA 9.7.15.7.3, 9.7.16.8).
 5. :mod:`schedule` — register-pressure-aware list scheduling within blocks, on by default

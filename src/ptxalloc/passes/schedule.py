@@ -46,7 +46,7 @@ from ..ir.registers import RegClass
 from ..records import record
 from ..target.units import vreg_shape
 from ..util import gc_paused
-from ..analysis import Pressure, pressure_of
+from ..analysis import Pressure, pressure_of, remembered_pressure
 from ..analysis.tuples import find_tuples
 
 MIN_SEGMENT = 3     # shorter segments have nothing to gain
@@ -135,7 +135,11 @@ def schedule_function(fn: Function) -> Scheduled | None:
         if not changed:
             return None
         new = fn.reordered(order)
-        before, after = Pressure(cfg, liveness, tuples), pressure_of(new)
+        # before: the recomputation's "after" when it ran (pressure_of keeps it)
+        before = remembered_pressure(fn)
+        if before is None:
+            before = Pressure(cfg, liveness, tuples)
+        after = pressure_of(new)
         if after.max_live > before.max_live or after.max_preds > before.max_preds:
             return None
         return Scheduled(new, order, changed, moved)

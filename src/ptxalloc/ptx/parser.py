@@ -116,6 +116,22 @@ _PERF = re.compile(r"\.(maxntid|reqntid|minnctapersm|maxnctapersm|maxnreg|noretu
 #: a register type as a simple declaration writes it (".u32") -> its class
 _REG_TYPES = {"." + t: class_of_type(t) for t in _TYPE_SIZE}
 
+# A whole line of the commonest kinds, read with one match: one register declaration of one
+# scalar register (groups 1-3: the statement, its type, the name), one instruction without
+# braces, parentheses, strings, comments or labels (groups 4-7: '!', the guard, the opcode,
+# the operand text), a label alone (8), a ``.loc`` (9), or nothing. The operand text holds no
+# blank but spaces and tabs, so that it splits as the general path splits it. Any other line
+# takes the general path; the quantifiers are possessive, so that a line of another kind (a
+# long wgmma with a '{' or a comment) fails at its first misfit instead of backtracking.
+_SIMPLE_LINE = re.compile(r"""[ \t]*+(?:
+    (\.reg[ \t]++(\.\w++)[ \t]++([A-Za-z_$%][\w$%]*+)[ \t]*+;)
+  | (?:@(!?)([A-Za-z_$%][\w$%]*+)[ \t]++)?
+    ([A-Za-z_][\w.]*+(?:::[\w.]++)*+)(?:[ \t]++([ \t!#-'*-.0-9<-?A-Z\[\\\]^_`a-z|~]*+))?;
+  | ([A-Za-z_$%][\w$%]*+)[ \t]*+:
+  | (""" + _LOC_GRAMMAR + r""")
+  |
+)[ \t\r]*+\n""", re.X)
+
 _KNOWN_VERSION = re.compile(r"[1-9]\.\d+")      # PTX ISA 1.0 to 9.x
 
 
@@ -184,6 +200,12 @@ _BODY_DIRECTIVES = frozenset((".param", ".local", ".shared", ".global", ".const"
                               ".tex", ".texref", ".samplerref", ".surfref", ".section"))
 
 
+# the characters the bracket-aware splits look at (every other one is skipped by the regex)
+_COMMA_OR_BRACKET = re.compile(r"[,{}\[\]()]")
+_PIPE_OR_BRACKET = re.compile(r"[|{}\[\]()]")
+_BRACKET = re.compile(r"[{}\[\]()]")
+
+
 def _split_top(text: str) -> list[str]:
     """Split on commas outside brackets, braces and parentheses."""
     if "{" not in text and "[" not in text and "(" not in text:
@@ -191,14 +213,17 @@ def _split_top(text: str) -> list[str]:
     out = []
     depth = 0
     start = 0
-    for i, ch in enumerate(text):
-        if ch in "{[(":
+    for m in _COMMA_OR_BRACKET.finditer(text):
+        ch = m.group()
+        if ch == ",":
+            if depth == 0:
+                i = m.start()
+                out.append(text[start:i])
+                start = i + 1
+        elif ch in "{[(":
             depth += 1
-        elif ch in "}])":
+        else:
             depth -= 1
-        elif ch == "," and depth == 0:
-            out.append(text[start:i])
-            start = i + 1
     out.append(text[start:])
     return out
 
@@ -206,13 +231,16 @@ def _split_top(text: str) -> list[str]:
 def _split_pipe(text: str) -> tuple[str, str | None]:
     """Split ``a|b`` at a '|' outside brackets (``{..}|%p`` is a vector and a predicate)."""
     depth = 0
-    for i, ch in enumerate(text):
-        if ch in "{[(":
+    for m in _PIPE_OR_BRACKET.finditer(text):
+        ch = m.group()
+        if ch == "|":
+            if depth == 0:
+                i = m.start()
+                return text[:i], text[i + 1:]
+        elif ch in "{[(":
             depth += 1
-        elif ch in "}])":
+        else:
             depth -= 1
-        elif ch == "|" and depth == 0:
-            return text[:i], text[i + 1:]
     return text, None
 
 
@@ -220,12 +248,12 @@ def _unbalanced_at(text: str) -> int:
     """Index of the first closing bracket without an opener, or of the last opener left
     unclosed; -1 when the brackets balance."""
     opened: list[int] = []
-    for i, ch in enumerate(text):
-        if ch in "{[(":
-            opened.append(i)
-        elif ch in "}])":
-            if not opened:
-                return i
+    for m in _BRACKET.finditer(text):
+        if m.group() in "{[(":
+            opened.append(m.start())
+        elif not opened:
+            return m.start()
+        else:
             opened.pop()
     return opened[-1] if opened else -1
 
@@ -305,6 +333,21 @@ class _FunctionParser:
         self.scope_names[-1].update(declared)
         if self.constants:
             self.constants.clear()              # a cached address may name what is declared
+
+    def declare_one(self, name: str, ptype: str, rclass: RegClass, s: str, line: int,
+                    pos: int) -> None:
+        """The declaration ``s`` (``.reg .u32 %r1;``) of the one scalar register ``name``:
+        :meth:`declare`'s work for the commonest declaration, and its statement."""
+        names = self.names
+        if name in names:
+            self.redeclared(name, line, pos)
+        if len(self.scopes) > 1:                # the function's own scope is never undone
+            self.scopes[-1].append((name, names.get(name)))
+        names[name] = [ptype, rclass, 0, line, -1]
+        self.scope_names[-1].add(name)
+        if self.constants:
+            self.constants.clear()
+        self.fn.body.append(Raw(REG_DECL, s, line))
 
     def redeclared(self, name: str, line: int, pos: int) -> None:
         """Warn when ``name``, already declared, was declared in the current scope (ptxas:
@@ -494,17 +537,28 @@ class _FunctionParser:
             if gname[0] == "!":
                 neg = True
                 gname = gname[1:]
-            e = self.names.get(gname)
-            if e is None or e[1] != RegClass.PRED:
-                raise self.src.error(f"guard '{gname}' is not a declared predicate", pos, gname)
-            guard = self.materialize(gname, e)
+            guard = self.guard(gname, pos)
         parts = s.split(None, 1)
         opcode = parts[0]
         facts = _OPCODE_FACTS.get(opcode) or _opcode_facts(opcode)
         if facts is None:
             raise self.src.error(f"cannot parse statement '{s[:60]}'", pos)
-        if len(parts) > 1:
-            rest = parts[1]
+        return self.build(opcode, facts, parts[1] if len(parts) > 1 else "", guard, neg, pos,
+                          line, loc)
+
+    def guard(self, name: str, pos: int) -> int:
+        """The register id of the guard predicate ``name`` (without its '@' and '!')."""
+        e = self.names.get(name)
+        if e is None or e[1] != RegClass.PRED:
+            raise self.src.error(f"guard '{name}' is not a declared predicate", pos, name)
+        vid = e[4]
+        return vid if vid >= 0 else self.materialize(name, e)
+
+    def build(self, opcode: str, facts: tuple, rest: str, guard: int, neg: bool, pos: int,
+              line: int, loc) -> Instruction:
+        """The instruction ``opcode`` (with its :func:`_opcode_facts`) over the operand text
+        ``rest`` ('' for none), guarded by the register ``guard`` (-1: none)."""
+        if rest:
             o = rest.find("[")
             if "{" in rest or "(" in rest:
                 plain = False
@@ -641,8 +695,36 @@ class _FunctionParser:
         self.depth = 0
         self.open_pos = start - 1
         fresh = True            # pos is at the start of a line (or of the body)
+        simple_line = _SIMPLE_LINE.match
+        build = self.build
+        facts_of = _OPCODE_FACTS.get
         while True:
             if fresh:
+                m = simple_line(text, pos)
+                if m is not None:
+                    # the commonest lines in one match (_SIMPLE_LINE)
+                    decl, ptype, name, neg, gname, opcode, rest, label, loc = m.groups()
+                    if opcode is not None:
+                        body.append(build(opcode, facts_of(opcode) or _opcode_facts(opcode),
+                                          rest, -1 if gname is None else self.guard(gname, pos),
+                                          bool(neg), pos, line, self.loc))
+                        pos = m.end()
+                        line += 1
+                        continue
+                    if decl is None:
+                        if label is not None:
+                            self.label(label, pos, line)
+                        elif loc is not None:
+                            self.add_loc(loc, line)
+                        pos = m.end()               # (or a blank line)
+                        line += 1
+                        continue
+                    rclass = _REG_TYPES.get(ptype)
+                    if rclass is not None:
+                        self.declare_one(name, ptype, rclass, decl, line, pos)
+                        pos = m.end()
+                        line += 1
+                        continue
                 nl = text.find("\n", pos)
                 if nl < 0:
                     nl = n
@@ -664,16 +746,7 @@ class _FunctionParser:
                         rclass = (_REG_TYPES.get(words[1]) if len(words) == 3
                                   and words[0] == ".reg" else None)
                         if rclass is not None and words[2][0] != ".":
-                            name = words[2]
-                            if name in names:
-                                self.redeclared(name, line, pos)
-                            if len(scopes) > 1:     # the function's own scope is never undone
-                                scopes[-1].append((name, names.get(name)))
-                            names[name] = [words[1], rclass, 0, line, -1]
-                            scope_names[-1].add(name)
-                            if self.constants:
-                                self.constants.clear()
-                            body.append(Raw(REG_DECL, s, line))
+                            self.declare_one(words[2], words[1], rclass, s, line, pos)
                             pos = nl + 1
                             line += 1
                             continue

@@ -20,7 +20,9 @@ one temporary instead (live-range splitting, :mod:`split`): reloaded once before
 use (or at the end of a loop's preheader), or the one the run's definition wrote. That
 temporary is an ordinary register; spilled in a later round, it keeps the slot of the value it
 was split from (its *home*): its reload is dropped, the store after its definition is the one
-already there, and each of its uses reloads from the home slot.
+already there, and each of its uses reloads from the home slot. A run over a ``wgmma`` group's
+in-flight window (:mod:`windows`) is reloaded before the group's fence and stored after its
+wait, and its temporary is never spilled.
 
 Stores and reloads address the function's ``.local`` spill array, or with ``--spill-to shared``
 this thread's frame in the ``.shared`` spill area through the base register that the entry
@@ -96,9 +98,13 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
         """The temporary of ``run`` (a run of register ``v``), made on first sight."""
         t = run_temp.get(run)
         if t is None:
-            t = run_temp[run] = regs.like(v, f"{regs.names[v]}$r")
+            if run in plan.window_runs:     # in flight through its window: never spilled
+                t = run_temp[run] = regs.like(v, f"{regs.names[v]}$w")
+                state.no_spill.add(t)
+            else:
+                t = run_temp[run] = regs.like(v, f"{regs.names[v]}$r")
+                home[t] = state.slot(v)
             origin_of[t] = origin_of.get(v, v)
-            home[t] = state.slot(v)
         return t
 
     def loop_reloads(s: Instruction) -> list[Instruction]:
@@ -144,10 +150,19 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
         new_ops = [op.map_regs(lambda r: Reg(temp[r.v], r.comp) if r.v in temp else r)
                    for op in s.ops]
         guard = temp.get(s.guard, s.guard) if s.guard >= 0 else -1
-        got.append(s.copy_with(new_ops, guard))
+        new = s.copy_with(new_ops, guard)
+        if any(u in temp for u in s.implicit_uses):     # in flight: the window's temporary
+            new.implicit_uses = tuple(temp.get(u, u) for u in s.implicit_uses)
+            new.set_roles(new.roles)
+        got.append(new)
         got.extend(_save(regs, v, temp[v], state, line) for v in dict.fromkeys(hit_defs)
-                   if v not in remat)           # a rematerialized one is recomputed at uses
+                   if v not in remat            # a rematerialized one is recomputed at uses
+                   and run_of.get((id(s), v)) not in plan.window_runs)  # stored after the wait
         return got
+
+    def window_stores(s: Instruction) -> list[Instruction]:
+        return [_save(regs, v, run_temporary(v, run), state, s.line)
+                for v, run in plan.stores_after.get(id(s), ())]
 
     body = []
     for s in out.body:
@@ -155,10 +170,12 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
             body.append(s)
         elif id(s) in plan.after:               # the preheader's last instruction
             body.extend(rewritten(s))
+            body.extend(window_stores(s))
             body.extend(loop_reloads(s))
         else:                                   # before the preheader's terminator, if any
-            body.extend(loop_reloads(s))
+            body.extend(loop_reloads(s))        # (or the fence opening a wgmma window)
             body.extend(rewritten(s))
+            body.extend(window_stores(s))       # after the wait closing a wgmma window
     out.body = shared.insert_at_entry(body, entry) if entry else body
     return out
 

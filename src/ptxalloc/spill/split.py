@@ -44,13 +44,19 @@ class SplitPlan:
     everywhere); ``loop_reloads[id(instr)]`` lists ``(reg, run)`` reloads placed at the end
     of a preheader: before ``instr`` when it is the preheader's terminator, after it
     otherwise (``after``); ``reload_at`` holds the occurrences (as in ``run_of``) where a run
-    starts with a reload."""
+    starts with a reload. The runs of ``window_runs`` span a ``wgmma`` group's in-flight window
+    (:mod:`windows`): their reload is one of ``loop_reloads`` (before the window's
+    ``wgmma.fence``), their definitions get no store after them but one after the window's
+    wait (``stores_after[id(instr)]``: ``(reg, run)`` stores placed after ``instr``), and their
+    temporary is never spilled."""
 
     run_of: dict[tuple[int, int], int] = field(default_factory=dict)
     loop_reloads: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     after: set[int] = field(default_factory=set)
     reload_at: set[tuple[int, int]] = field(default_factory=set)
     runs: int = 0
+    window_runs: set[int] = field(default_factory=set)
+    stores_after: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
 
     def new_run(self) -> int:
         self.runs += 1

@@ -112,4 +112,11 @@ class Wait(NamedTuple):
     idx: int
 
 
-Event = Original | Copy | Remat | RemovedCopy | RemovedDef | Wait
+class Serialized(NamedTuple):
+    """``//@serialize``: an inserted ``wgmma.commit_group`` or ``wgmma.fence``; it reads and
+    writes no register."""
+
+    idx: int
+
+
+Event = Original | Copy | Remat | RemovedCopy | RemovedDef | Wait | Serialized

@@ -30,8 +30,9 @@ from ..ir.operands import Args, Imm, Mem, Neg, Not, Pair, Reg, Sink, Sum, Sym, V
 from .bindings import find_bindings
 from .blocks import Blocks
 from .convention import callee_saved, caller_saved
-from .events import (Copy, Event, InFlight, Original, Remat, RemovedCopy, RemovedDef,
+from .events import (Copy, Event, InFlight, Original, Remat, RemovedCopy, RemovedDef, Serialized,
                      Wait)
+from .fences import FENCE_MARK, FENCE_OPCODE, LABEL_MARK, check_fenced_writes
 from .header import ANNOTATION, HEADER, HOIST, PROMOTE, REMOVED, SBASE, SERIALIZE, Header
 from .locations import CLASS_BITS, CLASS_FAMILY, CLASS_UNIFORM_FAMILY, Locations
 from .messages import Messages, first_diff
@@ -167,11 +168,23 @@ class Matcher:
         oi = 0
         counts = {"spill": 0, "reload": 0, "remat": 0, "move": 0, "pspill": 0, "preload": 0}
         array_decl = None
+        # the previous label or instruction other than spill code (what a //@serialize follows)
+        last = None
+        marks: list[tuple[int, str]] = []       # labels and wgmma fences (:mod:`.fences`)
         for s in self.alloc.body:
             t = type(s)
+            before = last
             if t is Instruction:
                 idx = len(events)
                 m = ANNOTATION.match(s.comment) if s.comment else None
+                if m is None or not m.group(1) or m.group(1) == "remat":
+                    last = s
+                if s.opcode.startswith(FENCE_OPCODE):
+                    marks.append((idx, FENCE_MARK))
+            elif t is Label:
+                last = s
+                marks.append((len(events), LABEL_MARK))
+            if t is Instruction:
                 if m is not None:
                     self.sites.append((s, s.line, None))
                     kind = m.group(1) or m.group(4)
@@ -182,7 +195,7 @@ class Matcher:
                     counts[kind] = counts.get(kind, 0) + 1
                 elif s.comment.strip() == SERIALIZE:
                     self.sites.append((s, s.line, None))
-                    events.append(self._serialize(s, idx))
+                    events.append(self._serialize(s, idx, before))
                     counts["serialize"] = counts.get("serialize", 0) + 1
                 elif s.comment.strip() == SBASE:
                     self.sites.append((s, s.line, None))
@@ -252,6 +265,8 @@ class Matcher:
                                     f"original's ({first_diff(adirs, odirs)})")
         if self.alloc.branch_targets != self.orig.branch_targets:
             raise VerificationError(f"{self.where_fn()}: branch target lists differ")
+        if marks:
+            check_fenced_writes(events, marks, self.fail_at, self.locs.display)
         if self.spill is not None and not self.shared:     # a shared area: _base_run
             m = re.match(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.b8\s+" + re.escape(self.spill)
                          + r"\s*\[(\d+)\]\s*;$", array_decl or "")
@@ -393,17 +408,46 @@ class Matcher:
         return Original(idx, tuple(uses), tuple(defs), guarded, clobber, asyn, wait_clear, opc,
                         gen, 0 if guarded else kill, gen | kill)
 
-    def _serialize(self, a: Instruction, idx: int) -> Event:
-        """``//@serialize``: an inserted ``wgmma.wait_group.sync.aligned 0`` (the allocator
-        serialized the wgmma groups, :mod:`ptxalloc.passes.serialize_wgmma`). Waiting earlier
-        only shortens the asynchrony: it reads and writes no register, and retires the
-        in-flight wgmma registers as an original ``wait_group 0`` does."""
+    def _serialize(self, a: Instruction, idx: int, before) -> Event:
+        """``//@serialize``: a ``wgmma`` synchronisation the allocator inserted
+        (:mod:`ptxalloc.passes.serialize_wgmma`), each right after (``before``: the previous
+        label or instruction, spill code aside) what makes it sound:
+
+        * ``wgmma.wait_group.sync.aligned 0`` after an unguarded ``wgmma.commit_group``:
+          every ``wgmma.mma_async`` issued is then in a committed group, which is all a
+          ``wait_group`` waits for. Waiting earlier only shortens the asynchrony: it reads and
+          writes no register, and retires the in-flight wgmma registers as an original
+          ``wait_group 0`` does;
+        * ``wgmma.commit_group.sync.aligned`` after an unguarded ``wgmma.mma_async`` (a group
+          split off; the wait that follows completes it, so later waits wait as before);
+        * ``wgmma.fence.sync.aligned`` after an inserted wait (it only orders register
+          accesses before the next ``wgmma``).
+
+        No label between, no guard: each is executed by exactly the warpgroup's threads that
+        executed the instruction before it, as ``.aligned`` requires."""
         ops = a.ops
-        if (a.guard >= 0 or a.opcode != "wgmma.wait_group.sync.aligned" or len(ops) != 1
-                or type(ops[0]) is not Imm or ops[0].text.strip() != "0"):
+        form = {"wgmma.wait_group.sync.aligned": "wgmma.commit_group.sync.aligned",
+                "wgmma.commit_group.sync.aligned": "wgmma.mma_async",
+                "wgmma.fence.sync.aligned": "wgmma.wait_group.sync.aligned"}
+        follows = form.get(a.opcode)
+        if (a.guard >= 0 or follows is None
+                or (ops != [] if follows != "wgmma.commit_group.sync.aligned" else
+                    (len(ops) != 1 or type(ops[0]) is not Imm or ops[0].text.strip() != "0"))):
             raise self.fail_at(idx, "a //@serialize instruction must be an unguarded "
-                                    "'wgmma.wait_group.sync.aligned 0'")
-        return Wait(idx)
+                                    "'wgmma.wait_group.sync.aligned 0', "
+                                    "'wgmma.commit_group.sync.aligned' or "
+                                    "'wgmma.fence.sync.aligned'")
+        if (type(before) is not Instruction or before.guard >= 0
+                or not before.opcode.startswith(follows)
+                or (follows == "wgmma.wait_group.sync.aligned"
+                    and before.comment.strip() != SERIALIZE)):
+            what = a.opcode.split(".")[1]
+            raise self.fail_at(idx, f"a //@serialize {what} must follow an unguarded "
+                                    f"'{follows}'"
+                                    + (" //@serialize" if what == "fence" else "")
+                                    + " directly (a wait before a commit does not wait for "
+                                      "the wgmma issued since the last commit)")
+        return Wait(idx) if follows == "wgmma.commit_group.sync.aligned" else Serialized(idx)
 
     def _base_run(self) -> BaseRun:
         """The symbolic evaluator of the ``//@sbase`` entry sequence (:mod:`.shared`), after
