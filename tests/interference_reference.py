@@ -3,6 +3,7 @@ way: the reference the property and corpus tests hold ``InterferenceGraph`` to."
 
 from __future__ import annotations
 
+from ptxalloc.ir import isa
 from ptxalloc.ir.registers import RegClass
 from ptxalloc.util import bits
 
@@ -10,7 +11,9 @@ from ptxalloc.util import bits
 def expected_adjacency(fn, cfg, lv, pred_mask: int, gpr_mask: int) -> list[int]:
     """Per register, the registers it interferes with: a definition against what is live
     after it (a copy not against its source), registers defined together against each other,
-    registers live on entry against each other; general registers and predicates apart."""
+    registers live on entry against each other, a general register defined before a
+    ``wgmma.mma_async`` in its block (after its fence) against the wgmma's asynchronous
+    registers; general registers and predicates apart."""
     classes = fn.regs.classes
     expected = [0] * len(classes)
 
@@ -37,4 +40,19 @@ def expected_adjacency(fn, cfg, lv, pred_mask: int, gpr_mask: int) -> list[int]:
     for v in bits(entry):
         for w in bits(entry & same_file(v) & ~(1 << v)):
             edge(v, w)
+    # PTX ISA 9.7.15.5.1: no other value may be written into a register a wgmma.mma_async
+    # accesses asynchronously after the fence before it (or the block's start, without one)
+    for b in cfg.blocks:
+        since_fence = []
+        for ins in b.instrs:
+            if ins.opcode.startswith("wgmma.fence"):
+                since_fence = []
+            elif ins.opcode.startswith("wgmma.mma_async"):
+                accessed = {a for a in (isa.async_operands(ins) or [()])[0]
+                            if gpr_mask >> a & 1}
+                for d in since_fence:
+                    if gpr_mask >> d & 1:
+                        for a in accessed - {d}:
+                            edge(d, a)
+            since_fence.extend(ins.defs)
     return expected

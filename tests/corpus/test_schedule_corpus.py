@@ -97,14 +97,17 @@ def test_the_order_spilling_less_is_kept_and_proven(allocator):
     """pns (parboil) at K = 24: run_trajectory's scheduled code spills (24 bytes briggs, 48
     fat-point, measured with ``--knob schedule=1``), the code as written none; with the knob at
     2 the order as written is kept, every other function keeps whichever order spilled fewer
-    bytes, and the module is proven from the original and assembles."""
+    bytes, and the module is proven from the original and assembles. Briggs's giving way
+    (``SpillEvictGroup``) spills nothing on the scheduled code either, so it is off here: this
+    test is about the choice of order, and needs an order that spills."""
     entry = next((f for f in corpus_files() if f["path"].endswith("parboil/pns.ptx")), None)
     if entry is None:
         pytest.skip("../shared/corpus is absent")
     module = parse_file(str(corpus_root() / entry["path"]))
+    knobs = {"SpillEvictGroup": 0} if allocator == "briggs" else {}
     once = {f.name: f for f in allocate_module(
-        module, 24, allocator, options=Options(knobs={"schedule": 1})).functions}
-    res = allocate_module(module, 24, allocator)
+        module, 24, allocator, options=Options(knobs={**knobs, "schedule": 1})).functions}
+    res = allocate_module(module, 24, allocator, options=Options(knobs=knobs))
     for f in res.functions:
         before = once[f.name].spill_stores_bytes + once[f.name].spill_loads_bytes
         after = f.spill_stores_bytes + f.spill_loads_bytes

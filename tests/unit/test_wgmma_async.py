@@ -300,3 +300,21 @@ def test_checker_rejects_an_inserted_fence_before_the_inserted_wait():
     with pytest.raises(VerificationError, match="serialize fence must follow an unguarded "
                                                 "'wgmma.wait_group.sync.aligned' //@serialize"):
         verify_modules(module, parse_allocated("\n".join(moved)))
+
+
+def test_checker_rejects_writes_after_a_fence_across_a_label():
+    """The fence rule follows the text, not the block: a label between the fence and the
+    wgmma.mma_async (the code before it falls through) does not end the stretch. Found in
+    review: the serialize fence moved up to just after its wait, then a label, then the reloads
+    of the second wgmma's accumulator and A fragment, was proven."""
+    module, res = _allocate(ONE_GROUP, 36)
+    out = res.ptx.split("\n")
+    wait = out.index("\twgmma.wait_group.sync.aligned\t0;\t//@serialize")
+    fence = out.index("\twgmma.fence.sync.aligned;\t//@serialize")
+    assert any("//@reload" in line for line in out[wait + 1:fence])
+    bad = out[:wait + 1] + [out[fence], "$L_x:"] + out[wait + 1:fence] + out[fence + 1:]
+    lines = ONE_GROUP.read_text().split("\n")
+    second = [k for k, line in enumerate(lines) if line.strip().startswith("wgmma.mma_async")][1]
+    labelled = parse("\n".join(lines[:second] + ["$L_x:"] + lines[second:]), str(ONE_GROUP))
+    with pytest.raises(VerificationError, match="write must come before the fence"):
+        verify_modules(labelled, parse_allocated("\n".join(bad)))

@@ -35,6 +35,7 @@ placements; they never forbid one.
 from __future__ import annotations
 
 from ..ir import isa
+from ..ir.isa import WGMMA_FENCE as FENCE
 from ..ir.cfg import CFG
 from ..ir.registers import RegClass
 from ..records import record
@@ -84,7 +85,7 @@ class InterferenceGraph:
         self.gpr_mask = gpr_mask
         with gc_paused():
             adj, moves = _adjacency(cfg, liveness, classes, gpr_mask, pred_mask)
-        _fence_edges(cfg, adj)
+        _fence_edges(cfg, adj, gpr_mask)
         self.adj = adj
         self.moves = moves
         self._cfg = cfg
@@ -129,31 +130,34 @@ class InterferenceGraph:
             moves=len(self.moves))
 
 
-def _fence_edges(cfg: CFG, adj: list[int]) -> None:
+def _fence_edges(cfg: CFG, adj: list[int], gpr_mask: int) -> None:
     """Edges between the registers a ``wgmma.mma_async`` accesses asynchronously and every
-    register defined after the ``wgmma.fence`` before it in its block (PTX ISA 9.7.15.5.1): a
-    write to the wgmma's registers must come before the fence, so no other value may be
-    written there in between — not even while an accumulator the wgmma only writes is dead
-    (:mod:`ptxalloc.verify.fences` checks it)."""
+    general register defined before it in its block after the last ``wgmma.fence`` (PTX ISA
+    9.7.15.5.1), or after the block's start where no fence precedes it there: a write to the
+    wgmma's registers must come before the fence, so no other value may be written there in
+    between — not even while an accumulator the wgmma only writes is dead
+    (:mod:`ptxalloc.verify.fences` checks it, from the block's start too). The wgmma's
+    registers are general registers: a predicate defined there gets no edge (files apart)."""
     if not any(ins.base == "wgmma" for ins in cfg.instrs):
         return
     for b in cfg.blocks:
-        fence = -1
+        start = 0
         for k, ins in enumerate(b.instrs):
             opc = ins.opcode
-            if opc.startswith("wgmma.fence"):
-                fence = k
-            elif fence >= 0 and opc.startswith("wgmma.mma_async"):
+            if opc.startswith(FENCE):
+                start = k + 1
+            elif opc.startswith("wgmma.mma_async"):
                 got = isa.async_operands(ins)
                 if not got or not got[0]:
                     continue
                 mask = 0
                 for a in got[0]:
                     mask |= 1 << a
-                for between in b.instrs[fence + 1:k]:
+                mask &= gpr_mask
+                for between in b.instrs[start:k]:
                     for d in between.defs:
                         others = mask & ~(1 << d)
-                        if others:
+                        if others and gpr_mask >> d & 1:
                             adj[d] |= others
                             for a in bits(others):
                                 adj[a] |= 1 << d

@@ -88,6 +88,10 @@ from .registers import RegClass, RegTable
 
 #: Base opcodes (text before the first '.') of every PTX 9.0 instruction, plus the deprecated
 #: ones older PTX still uses.
+# the instruction that orders a warpgroup's register writes before its wgmma.mma_async reads
+# them (PTX ISA 9.7.15.5.1): the allocator's interference and spill windows key on it
+WGMMA_FENCE = "wgmma.fence"
+
 KNOWN_BASES = frozenset("""
 abs activemask add addc alloca and applypriority atom bar barrier bfe bfi bfind bmsk bra brev
 brkpt brx call clusterlaunchcontrol clz cnot copysign cos cp createpolicy cvt cvta discard div

@@ -34,7 +34,7 @@ from ..ir.module import Function
 from ..records import record
 from .split import SplitPlan
 
-FENCE = "wgmma.fence"
+FENCE = isa.WGMMA_FENCE
 
 
 @record

@@ -20,27 +20,31 @@ from typing import Callable
 
 from .events import Copy, Original, Remat
 
-LABEL_MARK, FENCE_MARK = "label", "fence"
 FENCE_OPCODE = "wgmma.fence"
 
 
-def check_fenced_writes(events: list, marks: list[tuple[int, str]],
+def check_fenced_writes(events: list, fences: list[int],
                         fail_at: Callable[[int, str], Exception],
                         display: list[str]) -> None:
-    """``marks`` are ``(event position, LABEL_MARK or FENCE_MARK)`` in order: a label or a
-    ``wgmma.fence`` just before the event at that position. Raises through ``fail_at`` at the
-    first write between a fence and a ``wgmma.mma_async`` of the same block to a register the
-    ``wgmma`` accesses asynchronously: by inserted code, or by an original instruction writing
-    another value than the one the ``wgmma`` accesses there (the original wrote its own
-    registers; that one came from the allocation)."""
-    written: list[tuple[int, int, int]] | None = None   # (event, location, value; -1 inserted)
+    """``fences`` are the positions, in order, of the events a ``wgmma.fence`` comes just
+    before. Raises through ``fail_at`` at the
+    first write, after the last fence before a ``wgmma.mma_async`` in the text (or the
+    function's start), to a register the ``wgmma`` accesses asynchronously: by inserted code,
+    or by an original instruction writing another value than the one the ``wgmma`` accesses
+    there (the original wrote its own registers; that one came from the allocation). A label
+    in between does not end the stretch (the code before it falls through). Not followed: a
+    jump from elsewhere into the stretch (a loop's back edge to a label between a fence and
+    its wgmma) — the allocator never puts spill code there (its windows are straight runs
+    from the fence, :mod:`ptxalloc.spill.windows`), and the text order is all this rule
+    reads."""
+    # (event, location, value; -1 inserted), since the last fence in the text or the function's
+    # start: a label does not end the stretch, since the code before it falls through into it
+    written: list[tuple[int, int, int]] = []
     m = 0
     for idx, ev in enumerate(events):
-        while m < len(marks) and marks[m][0] <= idx:
-            written = [] if marks[m][1] == FENCE_MARK else None
+        while m < len(fences) and fences[m] <= idx:
+            written = []
             m += 1
-        if written is None:
-            continue
         kind = type(ev)
         if kind is Copy or kind is Remat:
             written.append((idx, ev.dst, -1))

@@ -32,7 +32,7 @@ from .blocks import Blocks
 from .convention import callee_saved, caller_saved
 from .events import (Copy, Event, InFlight, Original, Remat, RemovedCopy, RemovedDef, Serialized,
                      Wait)
-from .fences import FENCE_MARK, FENCE_OPCODE, LABEL_MARK, check_fenced_writes
+from .fences import FENCE_OPCODE, check_fenced_writes
 from .header import ANNOTATION, HEADER, HOIST, PROMOTE, REMOVED, SBASE, SERIALIZE, Header
 from .locations import CLASS_BITS, CLASS_FAMILY, CLASS_UNIFORM_FAMILY, Locations
 from .messages import Messages, first_diff
@@ -170,7 +170,7 @@ class Matcher:
         array_decl = None
         # the previous label or instruction other than spill code (what a //@serialize follows)
         last = None
-        marks: list[tuple[int, str]] = []       # labels and wgmma fences (:mod:`.fences`)
+        fences: list[int] = []                  # events a wgmma.fence precedes (:mod:`.fences`)
         for s in self.alloc.body:
             t = type(s)
             before = last
@@ -180,10 +180,9 @@ class Matcher:
                 if m is None or not m.group(1) or m.group(1) == "remat":
                     last = s
                 if s.opcode.startswith(FENCE_OPCODE):
-                    marks.append((idx, FENCE_MARK))
+                    fences.append(idx)
             elif t is Label:
                 last = s
-                marks.append((len(events), LABEL_MARK))
             if t is Instruction:
                 if m is not None:
                     self.sites.append((s, s.line, None))
@@ -265,8 +264,8 @@ class Matcher:
                                     f"original's ({first_diff(adirs, odirs)})")
         if self.alloc.branch_targets != self.orig.branch_targets:
             raise VerificationError(f"{self.where_fn()}: branch target lists differ")
-        if marks:
-            check_fenced_writes(events, marks, self.fail_at, self.locs.display)
+        if fences:
+            check_fenced_writes(events, fences, self.fail_at, self.locs.display)
         if self.spill is not None and not self.shared:     # a shared area: _base_run
             m = re.match(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.b8\s+" + re.escape(self.spill)
                          + r"\s*\[(\d+)\]\s*;$", array_decl or "")
@@ -442,11 +441,16 @@ class Matcher:
                 or (follows == "wgmma.wait_group.sync.aligned"
                     and before.comment.strip() != SERIALIZE)):
             what = a.opcode.split(".")[1]
+            why = {"wait_group": "a wait before a commit does not wait for the wgmma issued "
+                                 "since the last commit",
+                   "commit_group": "a commit elsewhere would close a group the program did "
+                                   "not close after a wgmma",
+                   "fence": "the fence orders the register writes after the inserted wait "
+                            "before the next wgmma"}[what]
             raise self.fail_at(idx, f"a //@serialize {what} must follow an unguarded "
                                     f"'{follows}'"
                                     + (" //@serialize" if what == "fence" else "")
-                                    + " directly (a wait before a commit does not wait for "
-                                      "the wgmma issued since the last commit)")
+                                    + f" directly ({why})")
         return Wait(idx) if follows == "wgmma.commit_group.sync.aligned" else Serialized(idx)
 
     def _base_run(self) -> BaseRun:
