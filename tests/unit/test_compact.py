@@ -298,6 +298,90 @@ def test_search_is_the_plain_dsatur_search(seed):
                 assert _search(g, order, 2 * regs, used - 1) is None
 
 
+def _tight_pair_graph(rnd, w_regs: int):
+    """Two tuples of ``w_regs`` registers (pairs or quads), each beside a clique of 32-bit
+    values filling every other register of a file of ``registers``; the cliques share some
+    values, the values of one side only interfere at random with the other's, and a few
+    values beside them interfere at random with all of it."""
+    from ptxalloc.target.units import B128, GPR32, GPR64
+    registers = w_regs + rnd.randint(1, 6 - w_regs // 2)
+    side = registers - w_regs
+    common = rnd.randint(0, side)
+    only = side - common
+    shapes = [GPR64 if w_regs == 2 else B128] * 2
+    s_nodes = list(range(2, 2 + common))
+    one = list(range(2 + common, 2 + common + only))
+    two = list(range(2 + common + only, 2 + common + 2 * only))
+    extra = list(range(2 + common + 2 * only, 2 + common + 2 * only + rnd.randint(0, 2)))
+    shapes += [GPR32] * (common + 2 * only + len(extra))
+    edges = set()
+    for q, mine in ((0, s_nodes + one), (1, s_nodes + two)):
+        edges |= {(q, m) for m in mine}
+        edges |= {(a, b) for a in mine for b in mine if a < b}
+    edges |= {(a, b) for a in one for b in two if rnd.random() < 0.6}
+    scalars = s_nodes + one + two
+    edges |= {(min(a, b), max(a, b)) for a in extra for b in scalars + extra
+              if a != b and rnd.random() < 0.3}
+    g = _Graph(shapes, edges, 12)
+    g.members = {v: [v] for v in range(len(shapes))}
+    return g, registers
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_tight_tuples_never_rule_out_a_count_that_has_a_coloring(seed):
+    """tight_tuples_rule_out is a proof: whenever it says no coloring fits in K registers,
+    the exhaustive search finds none (pairs and quads, random neighbourhoods)."""
+    import random
+
+    from ptxalloc.alloc.compact import _search, tight_tuples_rule_out
+    rnd = random.Random(seed)
+    g, registers = _tight_pair_graph(rnd, rnd.choice((2, 4)))
+    order = list(range(len(g.shape)))
+    for regs in range(max(1, registers - 1), registers + 2):
+        if tight_tuples_rule_out(g, regs):
+            assert _search(g, order, 2 * regs, 10 ** 7) is False, (regs, g.shape, g.adj)
+
+
+def test_tight_tuples_rule_out_some_random_counts():
+    """The graphs above are not all out of its reach: it rules out their tight count in some
+    (one side's value interfering with the whole other side) and not in others."""
+    import random
+
+    from ptxalloc.alloc.compact import tight_tuples_rule_out
+    ruled_out = 0
+    for seed in range(150):
+        rnd = random.Random(seed)
+        g, registers = _tight_pair_graph(rnd, rnd.choice((2, 4)))
+        ruled_out += tight_tuples_rule_out(g, registers)
+    assert 10 < ruled_out < 140
+
+
+def test_tight_tuples_rule_out_the_convolution_row_shape():
+    """convolutionTexture's convolutionRow<4> after coalescing (captured, renumbered): the
+    coordinate quad of the fourth fetch beside the two coordinates and three partial sums,
+    the last fetch's beside one coordinate and four partial sums; the partial sum the last
+    fetch adds interferes with the coordinate it no longer reads. MaxLive (and the clique)
+    is 9, no coloring fits in 9 (the exhaustive search agrees), and the two tight quads say
+    so without searching."""
+    from ptxalloc.alloc.compact import _search, clique_registers, tight_tuples_rule_out
+    from ptxalloc.target.units import B128, GPR32
+    # 0..5: x, y, partial sums p1..p3, p4; 6: quad of fetch 4; 7: quad of the last fetch
+    shapes = [GPR32] * 6 + [B128, B128]
+    first, last = [0, 1, 2, 3, 4], [0, 2, 3, 4, 5]
+    edges = {(a, b) for a in range(6) for b in range(a + 1, 6)}      # all live at once
+    edges |= {(m, 6) for m in first} | {(m, 7) for m in last}
+    g = _Graph(shapes, edges, 12)
+    g.members = {v: [v] for v in range(len(shapes))}
+    assert clique_registers(g) == 9
+    assert tight_tuples_rule_out(g, 9) and not tight_tuples_rule_out(g, 10)
+    assert _search(g, list(range(8)), 18, 10 ** 6) is False
+    assert _search(g, list(range(8)), 20, 10 ** 6)
+    # the pair that does not interfere may share a register: then one block holds both
+    g2 = _Graph(shapes, edges - {(1, 5)}, 12)
+    g2.members = g.members
+    assert not tight_tuples_rule_out(g2, 9) and _search(g2, list(range(8)), 18, 10 ** 6)
+
+
 def test_search_step_limit_is_a_fixed_amount_of_work():
     """The step limit shrinks as graphs grow (a step walks the uncolored nodes), never above
     SEARCH_STEPS, and small graphs keep the whole SEARCH_STEPS."""

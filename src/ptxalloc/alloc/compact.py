@@ -13,7 +13,9 @@ node that found no room moved to the front (registers defined twice, aligned pai
 fragmented by the narrow values before them), then a bounded
 backtracking search tries one register fewer at a time; a greedy clique bounds it from below
 (:func:`clique_registers`: a count at the bound needs no search, and a graph whose clique needs
-more than a rival coloring uses is not searched), and a search asked again with the same
+more than a rival coloring uses is not searched), as do two register tuples whose neighbours
+fill the file (:func:`tight_tuples_rule_out`: alignment, which no clique sees), and a search
+asked again with the same
 inputs is answered from memory (:func:`_remembered_search`). What every coloring of one
 problem reads (program order, copy partners, each node's earlier neighbours) is built once
 (:class:`_Graph`). Time figures: docs/decisions.md, "Where ``allocate``'s time goes, phase by
@@ -414,6 +416,60 @@ def clique_registers(p: Problem) -> int:
 CLIQUE_SEEDS = 8
 
 
+def tight_tuples_rule_out(p: Problem, registers: int) -> bool:
+    """Whether two *tight* register tuples prove that no coloring of ``p`` fits in
+    ``registers`` general registers, where a clique bound does not see it (alignment).
+
+    A tuple ``q`` (a pair or quad: units = alignment, w registers) is tight when its
+    neighbours are 32-bit values, none precolored, pairwise interfering, and as many as the
+    registers available below the limit (not reserved) minus w: in any coloring ``q`` holds an
+    aligned block X of w registers and its neighbours hold every other available register,
+    one each. For two tight tuples of one shape, ``q1`` and ``q2``, with common neighbours S:
+
+    - in different blocks, S lies outside both, in ``available - 2w`` registers;
+    - in one block, both neighbourhoods fill the same registers, so every register outside
+      S's holds one neighbour of ``q1`` only and one of ``q2`` only, which must not interfere.
+
+    When S is larger than ``available - 2w`` and a neighbour of only one of them interferes
+    with every neighbour of only the other, neither can happen: no coloring in ``registers``
+    (nor in fewer). convolutionTexture's ``convolutionRow<N>`` is that shape — the texture
+    fetches' coordinate and result quads among the partial sums, the last fetch's quad beside
+    one partial sum more and one coordinate less — where the search gives up at MaxLive
+    (docs/decisions.md, "convolutionTexture and small files")."""
+    reserved = p.regfile.reserved
+    available = sum(1 for r in range(registers) if not reserved >> (2 * r) & 3)
+    adj, shape, precolored = p.adj, p.shape, p.precolored
+    scalars = 0
+    tuples = []
+    for n in p.members:
+        sh = shape[n]
+        if sh.file != GPR or n in precolored:
+            continue
+        if sh.units == sh.align == 2:
+            scalars |= 1 << n
+        elif sh.units == sh.align and sh.units in (4, 8):
+            tuples.append(n)
+    tight: dict = {}                           # shape -> [(tuple, its neighbours)]
+    for q in tuples:
+        sh = shape[q]
+        near = adj[q]
+        if near & ~scalars or near.bit_count() != available - sh.units // 2:
+            continue
+        if all((adj[m] | 1 << m) & near == near for m in bits(near)):
+            tight.setdefault(sh, []).append(near)
+    for sh, sides in tight.items():
+        w = sh.units // 2
+        for i, near1 in enumerate(sides):
+            for near2 in sides[i + 1:]:
+                if (near1 & near2).bit_count() <= available - 2 * w:
+                    continue                   # in different blocks they may fit
+                only1, only2 = near1 & ~near2, near2 & ~near1
+                if only1 and (any(adj[m] & only2 == only2 for m in bits(only1))
+                              or any(adj[m] & only1 == only1 for m in bits(only2))):
+                    return True
+    return False
+
+
 def greedy_colorings(p: Problem) -> list[dict[int, int] | None]:
     """The three program-order greedy colorings :func:`compact` starts from — lowest fit, best
     fit for narrow values, wide values first — each None when it found no placement for some
@@ -533,8 +589,12 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
     if best > lower_bound:
         # the cheap squeaky wheel first: at the lower bound, else one register fewer; never
         # below a clique's registers (no coloring there: a third of its failures, measured)
+        # nor at a count two tight tuples rule out (then ``clique`` is one more: a proven
+        # bound all the same)
         clique = clique_registers(p)
         floor = max(lower_bound, clique, 1)
+        if floor < best and tight_tuples_rule_out(p, floor):
+            clique = floor = floor + 1
         for target in dict.fromkeys((floor, best - 1)):
             if floor <= target < best:
                 start = squeaky_wheel(p, target)
