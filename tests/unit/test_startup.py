@@ -200,3 +200,54 @@ def test_allocate_bench_times_ptxas_in_cpu_seconds():
     cpu = ptxas_cpu_seconds(path, "sm_90", repeat=1)
     assert cpu is not None and 0 < cpu < ptxas.assemble_file(path, "sm_90").seconds * 5
     assert ptxas_cpu_seconds(str(REPO / "README.md"), "sm_90", repeat=1) is None
+
+
+def _subparser(ap, name):
+    return ap._subparsers._group_actions[0].choices[name]
+
+
+def test_one_command_parser_is_the_whole_parsers_command(capsys):
+    """``main`` builds only the named command's parser (issue 16): its help, its defaults and
+    its refusals are the whole parser's, command by command; ``COMMANDS`` lists every
+    subcommand in order."""
+    import pytest
+
+    from ptxalloc.cli import COMMANDS, build_parser
+    whole = build_parser()
+    assert tuple(whole._subparsers._group_actions[0].choices) == COMMANDS
+    for name in COMMANDS:
+        alone = build_parser(name)
+        assert list(alone._subparsers._group_actions[0].choices) == [name]
+        assert _subparser(alone, name).format_help() == _subparser(whole, name).format_help()
+        args = [name] + ["x.ptx"] * (2 if name in ("diff", "verify") else 1)
+        args += {"batch": ["--out", "r.jsonl"], "graph": ["--function", "f"]}.get(name, [])
+        assert alone.parse_args(args) == whole.parse_args(args)
+        # refused by the top-level parser (its usage lists every command), then by the
+        # command's own (a required argument missing)
+        for wrong in (args + ["--no-such-option"], [name]):
+            refusals = []
+            for parser in (alone, whole):
+                with pytest.raises(SystemExit) as exit_:
+                    parser.parse_args(wrong)
+                assert exit_.value.code == 2
+                refusals.append(capsys.readouterr().err)
+            assert refusals[0] == refusals[1]
+            assert "error: " in refusals[0]
+
+
+def test_main_builds_only_the_command_it_runs(monkeypatch, capsys):
+    """``ptxalloc allocate ...`` builds the allocate parser alone; an unknown command, the
+    top-level help and ``--version`` get the whole parser (its list of commands)."""
+    import pytest
+
+    from ptxalloc import cli
+    built = []
+    real = cli.build_parser
+    monkeypatch.setattr(cli, "build_parser", lambda only=None: built.append(only) or real(only))
+    assert cli.main(["verify", "missing.ptx", "missing2.ptx"]) == 2
+    for argv in (["alocate", "x.ptx"], ["--help"], ["--version"]):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+    err = capsys.readouterr().err
+    assert built == ["verify", None, None, None]
+    assert "invalid choice: 'alocate'" in err and "allocate" in err
