@@ -251,3 +251,24 @@ def test_main_builds_only_the_command_it_runs(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert built == ["verify", None, None, None]
     assert "invalid choice: 'alocate'" in err and "allocate" in err
+
+
+def test_allocate_of_a_leaf_that_spills_nothing_imports_no_spill_machinery(tmp_path):
+    """A leaf kernel allocated without spilling, at MaxLive, imports none of what runs only
+    when something spills (relief, splitting, shared-memory slots, slot promotion), a
+    function calls (saves) or compaction stays above MaxLive (block_split); a file under a
+    budget that spills imports the spill modules and is proven."""
+    out = tmp_path / "out.ptx"
+    src = str(REPO / "tests" / "data" / "hand" / "diamond.ptx")
+    spills = str(REPO / "tests" / "data" / "hand" / "give_way.ptx")
+    spill_only = ["ptxalloc.alloc.block_split", "ptxalloc.alloc.relief", "ptxalloc.spill.split",
+                  "ptxalloc.spill.shared", "ptxalloc.spill.promote", "ptxalloc.spill.saves"]
+    code = ("import contextlib, io, json, sys\nfrom ptxalloc.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    a = main(['allocate', {src!r}, '-o', {str(out)!r}])\n"
+            f"    first = [m in sys.modules for m in {spill_only!r}]\n"
+            f"    b = main(['allocate', {spills!r}, '--registers', '4', '-o', {str(out)!r}])\n"
+            "print(json.dumps([a, first, b, 'ptxalloc.spill.split' in sys.modules]))")
+    a, first, b, split_loaded = json.loads(_run(code).splitlines()[-1])
+    assert a == 0 and not any(first), [m for m, got in zip(spill_only, first) if got]
+    assert b == 0 and split_loaded and "spill=" in out.read_text()

@@ -54,29 +54,28 @@ from ..passes.legalize import legalize_tuples
 from ..passes.serialize_wgmma import serialize_wgmma
 from ..records import field, record
 from ..spill.lazy import dead_spill_stores, reload_moves, remove_redundant_spill_code
-from ..spill.promote import busy_units, forward_reloads, promote_slots
 from ..spill.remat import COMPUTE_COST, remat_candidates
 from ..spill.rewrite import SpillState, rewrite_spills
-from ..spill import shared
-from ..spill.saves import insert_call_saves, insert_callee_saves
 from ..spill.slots import assign_slots
-from ..spill.split import SplitPlan, plan_splits
-from ..spill.windows import plan_window_runs, spillable_in_flight
+from ..spill.windows import spillable_in_flight
 from ..target.abi import Convention
 from ..target.sm import SMProfile
 from ..target.units import GPR, PRED, RegFile, Shape, vreg_shape
 from ..util import gc_paused
-from . import api, block_split, choice, convention, output
+from . import api, choice, convention, output
 from . import knobs as knob_table
 from .api import Allocator, Coloring, Problem
 from .coalesce import COALESCE_FACTOR, coalesce
 from .compact import clique_registers, compact, fewest_registers, greedy_colorings, high_water
 from .convention import ConventionInfo
-from .relief import relieve, spillable, stuck_message
 from .session import Session
 
 if TYPE_CHECKING:     # placing uniform values is imported when --uniform asks for it (issue 16)
+    from ..spill.split import SplitPlan
     from .uniform import UniformPlacement
+# What runs only when something spills (relief, splitting, shared-memory slots, slot
+# promotion), a function calls (saves) or compaction stays above MaxLive (block_split) is
+# imported there: a small file's run does without them (issue 16).
 
 MAX_ROUNDS = 40
 SPILL_ARRAY = "__ptxalloc_spill"
@@ -273,6 +272,7 @@ def _prepare(fn: Function, sm: SMProfile, budget: int, options: Options, allocat
     shared_block = None
     own_shared = 0
     if options.spill_to == "shared":
+        from ..spill import shared
         own_shared = own_static_shared(fn, module_decls)
         shared.check_allowed(fn)
         threads, source, one_dim = shared.block_threads(fn, options.block_size)
@@ -452,6 +452,7 @@ def _spill(a: Allocation, remat: dict) -> None:
     members may be spilled is relieved instead (:func:`relief.relieve`): its blocking
     neighbours are spilled, or it is fixed to a placement (``relief_precolored``) that movable
     neighbours leave next round."""
+    from .relief import relieve, spillable, stuck_message
     problem, coloring = a.problem, a.coloring
     to_spill: set[int] = set()
     unspillable = a.state.no_spill | set(a.info.precolored) | a.pinned
@@ -487,6 +488,8 @@ def _split_plan(a: Allocation, to_spill: set[int], remat: dict) -> SplitPlan | N
     windowed = to_spill & a.around_windows
     if not (regions or loops or windowed):
         return None
+    from ..spill.split import plan_splits
+    from ..spill.windows import plan_window_runs
     keep_out = set(remat) | set(a.state.home) | windowed
     limit = a.budget - a.regfile.reserved.bit_count() / 2
     plan = plan_splits(a.analysis, to_spill, keep_out, limit, regions=regions, loops=loops)
@@ -564,6 +567,7 @@ def _split_to_max_live(a: Allocation) -> None:
     registers = high_water(problem, a.coloring.start)
     if registers <= bound:
         return
+    from . import block_split
     excluded = (set(analysis.tuples.group_of) | set(a.info.precolored) | a.pinned
                 | a.in_flight | a.state.no_spill)
     uniform = a.uniform.mask() if a.uniform else 0
@@ -603,6 +607,7 @@ def _finish(a: Allocation) -> None:
     cfg = _promote_spill_slots(a, cfg, start, shapes)
     frame = a.session.slots(cfg, assign_slots(cfg, a.state.slot_size, a.state.array))
     if a.state.shared and frame:
+        from ..spill import shared
         shared.check_size(a.original, frame, a.shared_block[0], a.own_shared)
         shared.set_frame(a.work.body, frame)
     stem = output.choose_stem(a.original)
@@ -630,6 +635,7 @@ def _insert_saves(a: Allocation, start: dict[int, int], shapes: dict[int, Shape]
     work, info, conv = a.work, a.info, a.conv
     body = work.body
     if info.active:
+        from ..spill.saves import insert_call_saves, insert_callee_saves
         used_units = 0
         for v, s in start.items():
             if shapes[v].file == GPR:
@@ -695,6 +701,7 @@ def _promote_spill_slots(a: Allocation, cfg: CFG, start: dict[int, int],
     if not (mode or switches["SpillReloadsToRegisters"]) or not any(
             ins.origin is not None and ins.origin.slot is not None for ins in cfg.instrs):
         return cfg
+    from ..spill.promote import busy_units, forward_reloads, promote_slots
     regs = a.work.regs
     changed = False
     forbidden = _unsaved_callee_saved(a)
@@ -796,6 +803,7 @@ def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], ste
               + (" abi=1" if info.active else "") + (" leaf=1" if info.leaf else ""))
     array_decl = None
     if frame and state.shared:
+        from ..spill import shared
         array_decl = shared.declaration(state.array, frame, threads)
     elif frame:
         array_decl = f".local .align 16 .b8 {state.array}[{frame}];"

@@ -35,6 +35,8 @@ sequence of :mod:`shared` computes (made the first time a value goes to memory);
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..ir import build
 from ..ir.edits import Edit, EditKind, Slot, value_slot
 from ..ir.instruction import Instruction, Removed
@@ -42,8 +44,9 @@ from ..ir.module import Function
 from ..ir.operands import Reg
 from ..ir.registers import RegClass
 from ..records import field, record
-from . import shared
-from .split import SplitPlan
+
+if TYPE_CHECKING:     # splitting and shared-memory slots: imported when something spills
+    from .split import SplitPlan
 
 
 @record
@@ -76,6 +79,8 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
     origin_of = state.origin_of
     classes = regs.classes
     home = state.home
+    from . import shared
+    from .split import SplitPlan
     plan = plan or SplitPlan()
     run_of = plan.run_of
     run_temp: dict[int, int] = {}

@@ -25,6 +25,8 @@ register in flight.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..analysis.in_flight import WGMMA_WAIT, in_flight, retires
 from ..errors import InternalError
 from ..ir import isa
@@ -32,7 +34,9 @@ from ..ir.cfg import CFG
 from ..ir.instruction import Instruction
 from ..ir.module import Function
 from ..records import record
-from .split import SplitPlan
+
+if TYPE_CHECKING:     # the plan is built by spill.split, imported only when something spills
+    from .split import SplitPlan
 
 FENCE = isa.WGMMA_FENCE
 
