@@ -437,7 +437,8 @@ def tight_tuples_rule_out(p: Problem, registers: int) -> bool:
     one partial sum more and one coordinate less — where the search gives up at MaxLive
     (docs/decisions.md, "convolutionTexture and small files")."""
     reserved = p.regfile.reserved
-    available = sum(1 for r in range(registers) if not reserved >> (2 * r) & 3)
+    available = sum(1 for r in range(min(registers, p.regfile.k))
+                    if not reserved >> (2 * r) & 3)
     adj, shape, precolored = p.adj, p.shape, p.precolored
     scalars = 0
     tuples = []
@@ -449,7 +450,7 @@ def tight_tuples_rule_out(p: Problem, registers: int) -> bool:
             scalars |= 1 << n
         elif sh.units == sh.align and sh.units in (4, 8):
             tuples.append(n)
-    tight: dict = {}                           # shape -> [(tuple, its neighbours)]
+    tight: dict = {}                           # shape -> the neighbours of each tight tuple
     for q in tuples:
         sh = shape[q]
         near = adj[q]
