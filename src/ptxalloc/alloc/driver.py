@@ -73,6 +73,7 @@ from .coalesce import COALESCE_FACTOR, coalesce
 from .compact import clique_registers, compact, fewest_registers, greedy_colorings, high_water
 from .convention import ConventionInfo
 from .relief import relieve, spillable, stuck_message
+from .tuple_reuse import affinities, member_bound, reuse_tuple_units
 from .session import Session
 
 if TYPE_CHECKING:     # placing uniform values is imported when --uniform asks for it (issue 16)
@@ -193,6 +194,7 @@ class Allocation:
     problem: Problem | None = None
     coloring: Coloring | None = None
     promoted_registers: int = 0         # registers used by promoted spill slots (see _finish)
+    tuple_reused: int = 0               # the last round's merges into tuples (:mod:`tuple_reuse`)
 
 
 class _Clock:
@@ -342,6 +344,11 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
     merged = False
     if allocator.coalesces:
         merged = coalesce(a.problem, a.options.coalesce_factor).coalesced > 0
+        if knob_table.resolve(a.options.knobs)["TupleReuse"]:
+            reused = reuse_tuple_units(a.problem, affinities(a.analysis),
+                                       a.options.coalesce_factor)
+            merged = merged or reused > 0
+            a.tuple_reused = reused
         clock.lap("coalesce")
     a.coloring = a.session.color(a.problem, a.options)
     if a.coloring.spilled and allocator.name == "briggs":
@@ -509,6 +516,10 @@ def _compact(a: Allocation) -> None:
     same graph, its colorings and searches the same)."""
     analysis, problem, coloring = a.analysis, a.problem, a.coloring
     bound = analysis.pressure.max_live
+    if a.tuple_reused:
+        # values merged into tuples share their registers member by member: the bound is the
+        # pressure counting a tuple's live members only (:mod:`tuple_reuse`)
+        bound = member_bound(analysis, a.uniform.mask() if a.uniform else 0)
     penalty = convention.caller_save_penalty(analysis, a.conv, problem, a.info)
     plain = colorings = None
 
