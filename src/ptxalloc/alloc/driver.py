@@ -342,15 +342,17 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
     remat = _analyse(a)
     clock.lap("analysis")
     merged = False
+    a.tuple_reused = 0
     if allocator.coalesces:
         merged = coalesce(a.problem, a.options.coalesce_factor).coalesced > 0
         if knob_table.resolve(a.options.knobs)["TupleReuse"]:
-            reused = reuse_tuple_units(a.problem, affinities(a.analysis),
-                                       a.options.coalesce_factor)
-            merged = merged or reused > 0
-            a.tuple_reused = reused
+            a.tuple_reused = reuse_tuple_units(a.problem, affinities(a.analysis),
+                                               a.options.coalesce_factor)
         clock.lap("coalesce")
     a.coloring = a.session.color(a.problem, a.options)
+    if a.coloring.spilled and a.tuple_reused:
+        _without_tuple_reuse(a, allocator)
+    merged = merged or a.tuple_reused > 0
     if a.coloring.spilled and allocator.name == "briggs":
         if a.result.rounds == 1:
             _second_chances(a, merged)
@@ -364,6 +366,23 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
     _spill(a, remat)
     clock.lap("spill")
     return False
+
+
+def _without_tuple_reuse(a: Allocation, allocator: Allocator) -> None:
+    """A round whose coloring with values merged into tuples (:mod:`tuple_reuse`) spills: the
+    same round coalesced without those merges is colored too, and the coloring whose spill
+    choice writes fewer bytes of spill code (then: costs less) kept, the merged one on a tie. A merged tuple is one node, wider and
+    costlier to spill than the tuple alone; under a budget that spills, keeping it whole can
+    cost more spill code than the registers it saves."""
+    plain = _problem(a)
+    coalesce(plain, a.options.coalesce_factor)
+    fresh = allocator.color(plain, a.options)
+
+    def spill_figures(p: Problem, coloring: Coloring) -> tuple[float, float]:
+        code = choice.spill_code_bytes(p)
+        return (sum(code[n] for n in coloring.spilled), choice.spill_cost(p, coloring.spilled))
+    if spill_figures(plain, fresh) < spill_figures(a.problem, a.coloring):
+        a.problem, a.coloring, a.tuple_reused = plain, fresh, 0
 
 
 def _analyse(a: Allocation) -> dict:
