@@ -195,6 +195,8 @@ class Allocation:
     coloring: Coloring | None = None
     promoted_registers: int = 0         # registers used by promoted spill slots (see _finish)
     tuple_reused: int = 0               # the last round's merges into tuples (:mod:`tuple_reuse`)
+    tuple_reuse: bool = True            # False once a spilling round did better without them
+    tuple_reuse_tried: bool = False     # a spilling round compared with and without them
 
 
 class _Clock:
@@ -345,12 +347,12 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
     a.tuple_reused = 0
     if allocator.coalesces:
         merged = coalesce(a.problem, a.options.coalesce_factor).coalesced > 0
-        if knob_table.resolve(a.options.knobs)["TupleReuse"]:
+        if a.tuple_reuse and knob_table.resolve(a.options.knobs)["TupleReuse"]:
             a.tuple_reused = reuse_tuple_units(a.problem, affinities(a.analysis),
                                                a.options.coalesce_factor)
         clock.lap("coalesce")
     a.coloring = a.session.color(a.problem, a.options)
-    if a.coloring.spilled and a.tuple_reused:
+    if a.coloring.spilled and a.tuple_reused and not a.tuple_reuse_tried:
         _without_tuple_reuse(a, allocator)
     merged = merged or a.tuple_reused > 0
     if a.coloring.spilled and allocator.name == "briggs":
@@ -369,9 +371,11 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
 
 
 def _without_tuple_reuse(a: Allocation, allocator: Allocator) -> None:
-    """A round whose coloring with values merged into tuples (:mod:`tuple_reuse`) spills: the
-    same round coalesced without those merges is colored too, and the coloring whose spill
-    choice writes fewer bytes of spill code (then: costs less) kept, the merged one on a tie. A merged tuple is one node, wider and
+    """The first round whose coloring with values merged into tuples (:mod:`tuple_reuse`)
+    spills: the same round coalesced without those merges is colored too, and the coloring
+    whose spill choice writes fewer bytes of spill code (then: costs less) kept, the merged one
+    on a tie; when it is the one without, the later rounds merge nothing into tuples either
+    (one more coloring per function, not per round). A merged tuple is one node, wider and
     costlier to spill than the tuple alone; under a budget that spills, keeping it whole can
     cost more spill code than the registers it saves."""
     plain = _problem(a)
@@ -381,8 +385,9 @@ def _without_tuple_reuse(a: Allocation, allocator: Allocator) -> None:
     def spill_figures(p: Problem, coloring: Coloring) -> tuple[float, float]:
         code = choice.spill_code_bytes(p)
         return (sum(code[n] for n in coloring.spilled), choice.spill_cost(p, coloring.spilled))
+    a.tuple_reuse_tried = True
     if spill_figures(plain, fresh) < spill_figures(a.problem, a.coloring):
-        a.problem, a.coloring, a.tuple_reused = plain, fresh, 0
+        a.problem, a.coloring, a.tuple_reused, a.tuple_reuse = plain, fresh, 0, False
 
 
 def _analyse(a: Allocation) -> dict:

@@ -29,8 +29,9 @@ from ..analysis.pressure import Pressure
 from .api import Problem
 from .coalesce import COALESCE_FACTOR, merge_into_tuple
 
-#: passes over the affinities (a chain runs forward, so one pass in program order takes most)
-MAX_PASSES = 4
+#: passes over the affinities (a chain runs forward, so one pass in program order takes most;
+#: a second catches chains that start past a loop's back edge)
+MAX_PASSES = 2
 
 
 def affinities(analysis: FunctionAnalysis) -> list[tuple[int, int, int]]:
