@@ -16,7 +16,8 @@ runs over all moves, hottest first, until a round merges nothing, at most 10 rou
 A copy between a member of a register tuple (an ``ld.v4`` result, an ``mma`` fragment) and a
 scalar may merge the scalar *into* the tuple, on the member's units, when the scalar interferes
 with no member placed there; the same two tests decide, on the tuple's node. Two tuples are not
-merged.
+merged. :func:`merge_into_tuple` offers the same merge for a pair that is not a copy (a value
+and the tuple member it reads for the last time: :mod:`ptxalloc.alloc.tuple_reuse`).
 """
 
 from __future__ import annotations

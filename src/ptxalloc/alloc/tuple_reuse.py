@@ -19,7 +19,10 @@ the units of the member, exactly as conservative coalescing merges the scalar en
 register already placed on those units, and Briggs's or George's test must hold). Affinities
 are taken in program order, repeatedly, so a chain — the score, its ``fma``, its ``ex2`` —
 lands on one member's units. Nothing is rewritten: the allocation gives ``d`` the register
-``s`` had, and the checker proves it like any other.
+``s`` had, and the checker proves it like any other. Where the merges were made, the bound
+compaction aims at is MaxLive counting a tuple's live members only (:func:`member_bound`).
+The driver (:mod:`ptxalloc.alloc.driver`, knob ``TupleReuse``) merges after coalescing, for
+the allocators that coalesce.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from ..analysis.pressure import Pressure
 from .api import Problem
 from .coalesce import COALESCE_FACTOR, merge_into_tuple
 
-#: passes over the affinities (a chain runs forward, so one pass in program order takes most;
-#: a second catches chains that start past a loop's back edge)
+#: passes over the affinities: a chain runs forward, so one pass in program order takes most;
+#: a second takes the affinities whose other end joined a tuple only later in the first pass
 MAX_PASSES = 2
 
 
