@@ -68,6 +68,12 @@ def test_scores_written_into_their_members_registers(allocator):
     module, on = _allocate(IN_PLACE, 1, allocator)
     _, off = _allocate(IN_PLACE, 0, allocator)
     assert (on.functions[0].registers, off.functions[0].registers) == (15, 18)
+    # the report: how many values were merged, and the bound counting live members only,
+    # which the allocation reaches (whole tuples: 18)
+    row = on.functions[0].report()["tuple_reuse"]
+    assert row["values"] > 8 and row["max_live_members"] == 15
+    assert "tuple_reuse" not in off.functions[0].report()
+    assert any(n.startswith("tuple reuse: ") for n in on.functions[0].notes)
     # fma %f8, %f0, ...: the result takes %f0's register, as ptxas's FFMA R24, R24, ...
     dest, score, *_ = _register_of(on.ptx, "fma.rn.f32")
     assert dest == score
@@ -101,4 +107,6 @@ def test_triton_tma_attention_scores_reuse_their_registers(stem, allocator):
     module, on = _allocate(path, 1, allocator)
     _, off = _allocate(path, 0, allocator)
     assert on.functions[0].registers <= off.functions[0].registers - 10
+    # at the bound counting live tuple members (registers in flight held until their wait)
+    assert on.functions[0].registers == on.functions[0].extra["tuple_reuse"]["max_live_members"]
     assert_chain_proven_and_assembles(module, on, "sm_90a")

@@ -197,6 +197,7 @@ class Allocation:
     tuple_reused: int = 0               # the last round's merges into tuples (:mod:`tuple_reuse`)
     tuple_reuse: bool = True            # False once a spilling round did better without them
     tuple_reuse_tried: bool = False     # a spilling round compared with and without them
+    reuse_problem: Problem | None = None    # the last round's problem with those merges
 
 
 class _Clock:
@@ -236,6 +237,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         if options.compact:
             _compact(a)
             _split_to_max_live(a)
+        _report_tuple_reuse(a)
         _finish(a)
         a.session.finish(a.result)
         clock.lap("output")
@@ -350,6 +352,7 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
         if a.tuple_reuse and knob_table.resolve(a.options.knobs)["TupleReuse"]:
             a.tuple_reused = reuse_tuple_units(a.problem, affinities(a.analysis),
                                                a.options.coalesce_factor)
+            a.reuse_problem = a.problem
         clock.lap("coalesce")
     a.coloring = a.session.color(a.problem, a.options)
     if a.coloring.spilled and a.tuple_reused and not a.tuple_reuse_tried:
@@ -543,7 +546,8 @@ def _compact(a: Allocation) -> None:
     if a.tuple_reused:
         # values merged into tuples share their registers member by member: the bound is the
         # pressure counting a tuple's live members only (:mod:`tuple_reuse`)
-        bound = member_bound(analysis, a.uniform.mask() if a.uniform else 0)
+        bound = a.result.extra.setdefault("tuple_reuse", {})["max_live_members"] = \
+            member_bound(analysis, a.uniform.mask() if a.uniform else 0)
     penalty = convention.caller_save_penalty(analysis, a.conv, problem, a.info)
     plain = colorings = None
 
@@ -579,6 +583,23 @@ def _compact(a: Allocation) -> None:
         a.problem, a.coloring = plain, fresh
     else:
         coloring.optimal = fresh.optimal    # whether the graph before coalescing needs them
+
+
+def _report_tuple_reuse(a: Allocation) -> None:
+    """The ``-v`` note and the report's ``tuple_reuse`` when the final coloring is one with
+    values merged into register tuples (:mod:`tuple_reuse`; compaction or the split at block
+    ends may have replaced it with a coloring of the problem without them)."""
+    kept = a.tuple_reused and a.problem is a.reuse_problem and not a.coloring.spilled
+    if not kept:
+        a.result.extra.pop("tuple_reuse", None)
+        return
+    row = a.result.extra.setdefault("tuple_reuse", {})
+    row["values"] = a.tuple_reused
+    bound = row.get("max_live_members")
+    a.result.notes.append(
+        f"tuple reuse: {a.tuple_reused} values written into the registers of register tuples' "
+        f"dead members" + (f" (MaxLive counting live tuple members only: {bound})"
+                          if bound is not None else ""))
 
 
 def _split_to_max_live(a: Allocation) -> None:
