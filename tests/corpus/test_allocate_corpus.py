@@ -149,7 +149,9 @@ def _count(k: int, rows: list[dict]) -> None:
         s["save_bytes"] += r.get("convention", {}).get("save_restore_bytes", 0)
         s["moves"] += r["moves"]
         s["coalesced"] += r["moves_coalesced"]
-        s["at_max_live"] += r["registers"] == r["max_live_legalized"]
+        # at or below: values written into a register tuple's dead members (TupleReuse) can
+        # use fewer registers than MaxLive, which counts a tuple whole while any member lives
+        s["at_max_live"] += r["registers"] <= r["max_live_legalized"]
 
 
 def _check_budget(rel: str, k: int, got: dict) -> None:
@@ -245,7 +247,7 @@ def test_zz_corpus_allocation_summary(capsys):
                 continue
             print(f"  K = {k:3}: {s['functions']} functions, spill traffic {s['spill_bytes']} "
                   f"bytes (convention saves {s['save_bytes']}), moves coalesced "
-                  f"{s['coalesced']} of {s['moves']}, registers == MaxLive in "
+                  f"{s['coalesced']} of {s['moves']}, registers <= MaxLive in "
                   f"{s['at_max_live']} ({100 * s['at_max_live'] / s['functions']:.1f} %)")
         for k in CALL_BUDGETS:
             print(f"  files with calls, K = {k:3}: {STATS['calls'][k]} calls, "

@@ -12,8 +12,10 @@ from ptxalloc import ptxas
 from ptxalloc.pipeline import allocate
 
 # the spill choice of the seeds' cost, for which the cases below were chosen (with giving way,
-# briggs's SpillEvictGroup, three of them leave no register free to promote a slot into)
-SEEDS_COST = {"SpillStaticWeight": 0, "SpillEvictGroup": 0}
+# briggs's SpillEvictGroup, three of them leave no register free to promote a slot into; with
+# results written into tuples' dead members, TupleReuse, texture_sm80's k_tex at K = 8 none:
+# 64 bytes either way)
+SEEDS_COST = {"SpillStaticWeight": 0, "SpillEvictGroup": 0, "TupleReuse": 0}
 OFF = {"SpillSlotsToRegisters": 0, "SpillReloadsToRegisters": 0, **SEEDS_COST}
 # registers below the high-water mark only, whole slots only
 BELOW_MARK = {"SpillSlotsToRegisters": 1, "SpillReloadsToRegisters": 0, **SEEDS_COST}

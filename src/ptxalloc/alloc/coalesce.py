@@ -16,7 +16,8 @@ runs over all moves, hottest first, until a round merges nothing, at most 10 rou
 A copy between a member of a register tuple (an ``ld.v4`` result, an ``mma`` fragment) and a
 scalar may merge the scalar *into* the tuple, on the member's units, when the scalar interferes
 with no member placed there; the same two tests decide, on the tuple's node. Two tuples are not
-merged.
+merged. :func:`merge_into_tuple` offers the same merge for a pair that is not a copy (a value
+and the tuple member it reads for the last time: :mod:`ptxalloc.alloc.tuple_reuse`).
 """
 
 from __future__ import annotations
@@ -123,6 +124,27 @@ def _briggs_tuple(p: Problem, group: int, scalar: int, factor: float) -> bool:
     return True
 
 
+def _merge_tuple(p: Problem, target: tuple[int, int, int], factor: float) -> bool:
+    """Merge the scalar of ``target`` (:func:`_into_tuple`) into its tuple when Briggs's or
+    George's test allows; whether it did."""
+    group, scalar, at = target
+    if _briggs_tuple(p, group, scalar, factor) or _george(p, scalar, group, factor):
+        p.merge(group, scalar, at)
+        return True
+    return False
+
+
+def merge_into_tuple(p: Problem, d: int, s: int, factor: float = COALESCE_FACTOR) -> bool:
+    """Merge whichever of the nodes of ``d`` and ``s`` is a scalar into the other, a register
+    tuple, on the units of the member (``d`` or ``s``) it would share them with, under the
+    same conditions as a copy between them (:func:`_into_tuple`, then Briggs's or George's
+    test); whether it did. Registers left out of allocation are never merged."""
+    if d in p.pinned or s in p.pinned:
+        return False
+    target = _into_tuple(p, d, s)
+    return target is not None and _merge_tuple(p, target, factor)
+
+
 def coalesce(p: Problem, factor: float = COALESCE_FACTOR,
              max_rounds: int = MAX_COALESCE_ITERATIONS) -> CoalesceStats:
     stats = CoalesceStats(moves=len(p.moves))
@@ -139,10 +161,7 @@ def coalesce(p: Problem, factor: float = COALESCE_FACTOR,
                 continue
             target = _into_tuple(p, d, s)
             if target is not None:
-                group, scalar, at = target
-                if _briggs_tuple(p, group, scalar, factor) or \
-                        _george(p, scalar, group, factor):
-                    p.merge(group, scalar, at)
+                if _merge_tuple(p, target, factor):
                     changed = True
                 else:
                     still.append(move)

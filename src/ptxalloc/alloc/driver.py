@@ -68,6 +68,7 @@ from .api import Allocator, Coloring, Problem
 from .coalesce import COALESCE_FACTOR, coalesce
 from .compact import clique_registers, compact, fewest_registers, greedy_colorings, high_water
 from .convention import ConventionInfo
+from .tuple_reuse import affinities, member_bound, reuse_tuple_units
 from .session import Session
 
 if TYPE_CHECKING:     # placing uniform values is imported when --uniform asks for it (issue 16)
@@ -192,6 +193,10 @@ class Allocation:
     problem: Problem | None = None
     coloring: Coloring | None = None
     promoted_registers: int = 0         # registers used by promoted spill slots (see _finish)
+    tuple_reused: int = 0               # the last round's merges into tuples (:mod:`tuple_reuse`)
+    tuple_reuse: bool = True            # False once a spilling round did better without them
+    tuple_reuse_tried: bool = False     # a spilling round compared with and without them
+    reuse_problem: Problem | None = None    # the last round's problem with those merges
 
 
 class _Clock:
@@ -231,6 +236,7 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         if options.compact:
             _compact(a)
             _split_to_max_live(a)
+        _report_tuple_reuse(a)
         _finish(a)
         a.session.finish(a.result)
         clock.lap("output")
@@ -340,10 +346,18 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
     remat = _analyse(a)
     clock.lap("analysis")
     merged = False
+    a.tuple_reused = 0
     if allocator.coalesces:
         merged = coalesce(a.problem, a.options.coalesce_factor).coalesced > 0
+        if a.tuple_reuse and knob_table.resolve(a.options.knobs)["TupleReuse"]:
+            a.tuple_reused = reuse_tuple_units(a.problem, affinities(a.analysis),
+                                               a.options.coalesce_factor)
+            a.reuse_problem = a.problem
         clock.lap("coalesce")
     a.coloring = a.session.color(a.problem, a.options)
+    if a.coloring.spilled and a.tuple_reused and not a.tuple_reuse_tried:
+        _without_tuple_reuse(a, allocator)
+    merged = merged or a.tuple_reused > 0
     if a.coloring.spilled and allocator.name == "briggs":
         if a.result.rounds == 1:
             _second_chances(a, merged)
@@ -357,6 +371,26 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
     _spill(a, remat)
     clock.lap("spill")
     return False
+
+
+def _without_tuple_reuse(a: Allocation, allocator: Allocator) -> None:
+    """The first round whose coloring with values merged into tuples (:mod:`tuple_reuse`)
+    spills: the same round coalesced without those merges is colored too, and the coloring
+    whose spill choice writes fewer bytes of spill code (then: costs less) kept, the merged one
+    on a tie; when it is the one without, the later rounds merge nothing into tuples either
+    (one more coloring per function, not per round). A merged tuple is one node, wider and
+    costlier to spill than the tuple alone; under a budget that spills, keeping it whole can
+    cost more spill code than the registers it saves."""
+    plain = _problem(a)
+    coalesce(plain, a.options.coalesce_factor)
+    fresh = allocator.color(plain, a.options)
+
+    def spill_figures(p: Problem, coloring: Coloring) -> tuple[float, float]:
+        code = choice.spill_code_bytes(p)
+        return (sum(code[n] for n in coloring.spilled), choice.spill_cost(p, coloring.spilled))
+    a.tuple_reuse_tried = True
+    if spill_figures(plain, fresh) < spill_figures(a.problem, a.coloring):
+        a.problem, a.coloring, a.tuple_reused, a.tuple_reuse = plain, fresh, 0, False
 
 
 def _analyse(a: Allocation) -> dict:
@@ -512,6 +546,11 @@ def _compact(a: Allocation) -> None:
     same graph, its colorings and searches the same)."""
     analysis, problem, coloring = a.analysis, a.problem, a.coloring
     bound = analysis.pressure.max_live
+    if a.tuple_reused:
+        # values merged into tuples share their registers member by member: the bound is the
+        # pressure counting a tuple's live members only (:mod:`tuple_reuse`)
+        bound = a.result.extra.setdefault("tuple_reuse", {})["max_live_members"] = \
+            member_bound(analysis, a.uniform.mask() if a.uniform else 0)
     penalty = convention.caller_save_penalty(analysis, a.conv, problem, a.info)
     plain = colorings = None
 
@@ -547,6 +586,23 @@ def _compact(a: Allocation) -> None:
         a.problem, a.coloring = plain, fresh
     else:
         coloring.optimal = fresh.optimal    # whether the graph before coalescing needs them
+
+
+def _report_tuple_reuse(a: Allocation) -> None:
+    """The ``-v`` note and the report's ``tuple_reuse`` when the final coloring is one with
+    values merged into register tuples (:mod:`tuple_reuse`; compaction or the split at block
+    ends may have replaced it with a coloring of the problem without them)."""
+    kept = a.tuple_reused and a.problem is a.reuse_problem and not a.coloring.spilled
+    if not kept:
+        a.result.extra.pop("tuple_reuse", None)
+        return
+    row = a.result.extra.setdefault("tuple_reuse", {})
+    row["values"] = a.tuple_reused
+    bound = row.get("max_live_members")
+    a.result.notes.append(
+        f"tuple reuse: {a.tuple_reused} values written into the registers of register tuples' "
+        f"dead members" + (f" (MaxLive counting live tuple members only: {bound})"
+                          if bound is not None else ""))
 
 
 def _split_to_max_live(a: Allocation) -> None:

@@ -29,6 +29,7 @@ hoist                                         -         0  ptxalloc's own: 1/2 =
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
 recompute                                     -         1  ptxalloc's own: recompute at the use
 induction                                     -         0  ptxalloc's own: pointer families as a counter
+TupleReuse                                    -         1  results into a tuple's dying members' registers
 SpillEvict                                    -         1  briggs: a failed node evicts cheaper ones
 SpillUncoalesced                              -         1  briggs: keep the uncoalesced coloring if cheaper
 SpillEvictGroup                               -         1  briggs: a node gives way to several failed ones
@@ -178,6 +179,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "group is waited for at its commit (passes/serialize_wgmma.py), and registers of "
          "wgmma groups may spill around their in-flight windows (spill/windows.py); 0 = "
          "neither: such registers never leave their registers", maximum=1, scope="all"),
+    Knob("TupleReuse", None, 1, True, 0,
+         "1: a value computed from a register tuple's member read for the last time (a "
+         "wgmma score's fma) is merged into the tuple on that member's register, as ptxas "
+         "writes in place (alloc/tuple_reuse.py); 0 = a tuple's registers stay taken until "
+         "its last member dies", maximum=1, scope="all"),
     Knob("SpillEvict", None, 1, True, 0,
          "1: after the first round's select, a node left without a register takes the placement of colored "
          "neighbours that cost less to spill than it (alloc/choice.py), 0 = the seeds' select",
