@@ -52,7 +52,7 @@ from ..passes.asynchrony import bind_async_waits
 from ..passes.convention import bind_convention
 from ..passes.legalize import legalize_tuples
 from ..passes.serialize_wgmma import serialize_wgmma
-from ..records import field, record
+from ..records import field, record, replace
 from ..spill.lazy import dead_spill_stores, reload_moves, remove_redundant_spill_code
 from ..spill.promote import busy_units, forward_reloads, promote_slots
 from ..spill.remat import COMPUTE_COST, remat_candidates
@@ -193,6 +193,7 @@ class Allocation:
     problem: Problem | None = None
     coloring: Coloring | None = None
     promoted_registers: int = 0         # registers used by promoted spill slots (see _finish)
+    gave_way: int = 0                   # rounds whose choice giving way changed (:mod:`choice`)
 
 
 class _Clock:
@@ -221,6 +222,18 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
     (:func:`ptxalloc.pipeline.pre_passes`): the reported MaxLive is of it."""
     options = options or Options()
     allocator = _allocator(options.allocator)
+    a = _allocate_once(fn, sm, budget, options, allocator, module_decls, written)
+    if a.gave_way and _second_choice(a):
+        without = replace(options, knobs={**options.knobs, "SpillEvictGroup": 0})
+        return _keep_fewer_bytes(a.result, _allocate_once(fn, sm, budget, without, allocator,
+                                                          module_decls, written).result)
+    return a.result
+
+
+def _allocate_once(fn: Function, sm: SMProfile, budget: int, options: Options,
+                   allocator: Allocator, module_decls: list[str] | None,
+                   written: Function | None) -> Allocation:
+    """One allocation of ``fn`` under ``options`` (:func:`allocate_function`'s steps)."""
     with gc_paused():
         clock = _Clock()
         a = _prepare(fn, sm, budget, options, allocator, module_decls or [])
@@ -236,7 +249,43 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         a.session.finish(a.result)
         clock.lap("output")
     a.result.seconds = clock.seconds
-    return a.result
+    return a
+
+
+#: The largest function (instructions as written) that briggs allocates a second time without
+#: giving way (knob ``SpillEvictGroup`` at 2, the default), a compile-time bound: giving way
+#: judges one round's choice, and the rounds after it can spill more (docs/decisions.md,
+#: "Giving way judged by the whole function").
+GIVE_WAY_SECOND_MAX_INSTRUCTIONS = 1000
+
+
+def _second_choice(a: Allocation) -> bool:
+    """Whether the function giving way changed is allocated again without it: knob
+    ``SpillEvictGroup`` at 2, spill code in the result, at most
+    ``GIVE_WAY_SECOND_MAX_INSTRUCTIONS`` instructions."""
+    return (knob_table.resolve(a.options.knobs)["SpillEvictGroup"] >= 2
+            and a.result.spill_stores_bytes + a.result.spill_loads_bytes > 0
+            and len(a.original.instructions()) <= GIVE_WAY_SECOND_MAX_INSTRUCTIONS)
+
+
+def _keep_fewer_bytes(giving: FunctionResult, without: FunctionResult) -> FunctionResult:
+    """Of the allocations with and without giving way, the one whose spill code is fewer
+    bytes (then fewer registers; then the one giving way); its report's ``give_way`` and a
+    note say which and both figures."""
+    def key(r: FunctionResult) -> tuple[int, int]:
+        return r.spill_stores_bytes + r.spill_loads_bytes, r.registers
+    kept = without if key(without) < key(giving) else giving
+    other = giving if kept is without else without
+    kept.extra["give_way"] = {
+        "kept": "without" if kept is without else "giving way",
+        "spill_bytes_giving_way": key(giving)[0], "registers_giving_way": giving.registers,
+        "spill_bytes_without": key(without)[0], "registers_without": without.registers,
+        "seconds_other": round(sum(other.seconds.values()), 6)}
+    kept.notes.append(
+        f"giving way: kept the allocation {'without it' if kept is without else 'giving way'}"
+        f" (giving way {key(giving)[0]} bytes of spill code in {giving.registers} registers, "
+        f"without {key(without)[0]} in {without.registers})")
+    return kept
 
 
 def _allocator(name: str) -> Allocator:
@@ -346,9 +395,9 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
     a.coloring = a.session.color(a.problem, a.options)
     if a.coloring.spilled and allocator.name == "briggs":
         if a.result.rounds == 1:
-            _second_chances(a, merged)
+            _second_chances(a, merged, remat)
         elif knob_table.resolve(a.options.knobs)["SpillEvictGroup"]:
-            choice.give_way(a.problem, a.coloring)
+            _give_way(a, a.problem, a.coloring, remat)
     if a.result.rounds == 1:
         a.result.first_round_spill_cost = choice.spill_cost(a.problem, a.coloring.spilled)
     clock.lap("color")
@@ -422,7 +471,7 @@ def _problem(a: Allocation) -> Problem:
         prefer=convention.callee_saved_preference(a.analysis, a.conv, a.info))
 
 
-def _second_chances(a: Allocation, merged: bool) -> None:
+def _second_chances(a: Allocation, merged: bool, remat: dict) -> None:
     """Briggs's first-round spill choice looked at again (:mod:`choice`, knobs ``SpillEvict``,
     ``SpillEvictGroup`` and ``SpillUncoalesced``): the eviction and giving-way passes over the
     coloring, and the uncoalesced problem colored too when coalescing merged anything, keeping
@@ -435,7 +484,7 @@ def _second_chances(a: Allocation, merged: bool) -> None:
     if evicting:
         choice.evict(a.problem, a.coloring)
     if giving_way:
-        choice.give_way(a.problem, a.coloring)
+        _give_way(a, a.problem, a.coloring, remat)
     if not (a.coloring.spilled and merged and switches["SpillUncoalesced"]):
         return
     plain = _problem(a)
@@ -443,8 +492,18 @@ def _second_chances(a: Allocation, merged: bool) -> None:
     if evicting:
         choice.evict(plain, fresh)
     if giving_way:
-        choice.give_way(plain, fresh)
+        _give_way(a, plain, fresh, remat)
     a.problem, a.coloring = choice.cheaper((a.problem, a.coloring), (plain, fresh))
+
+
+def _give_way(a: Allocation, problem: Problem, coloring: Coloring, remat: dict) -> None:
+    """Giving way over ``coloring`` (:func:`choice.give_way`: rematerializable registers and
+    run temporaries counted at the spill code they would add), counted in ``a.gave_way``
+    when it changed the nodes left out."""
+    before = set(coloring.spilled)
+    choice.give_way(problem, coloring, remat, a.state.home)
+    if set(coloring.spilled) != before:
+        a.gave_way += 1
 
 
 def _spill(a: Allocation, remat: dict) -> None:

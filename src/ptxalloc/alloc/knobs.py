@@ -31,7 +31,7 @@ recompute                                     -         1  ptxalloc's own: recom
 induction                                     -         0  ptxalloc's own: pointer families as a counter
 SpillEvict                                    -         1  briggs: a failed node evicts cheaper ones
 SpillUncoalesced                              -         1  briggs: keep the uncoalesced coloring if cheaper
-SpillEvictGroup                               -         1  briggs: a node gives way to several failed ones
+SpillEvictGroup                               -         2  briggs: give way (2: or not, fewer bytes)
 ========================================  =====  ========  =====================================
 
 ``RematParamLoads`` and the other switches of the passes around the allocator (issue 13) are
@@ -186,10 +186,12 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "1: when the first round's coalesced coloring spills, the uncoalesced problem is colored too and the "
          "cheaper spill choice kept (alloc/choice.py), 0 = the coalesced one always",
          maximum=1, scope="briggs"),
-    Knob("SpillEvictGroup", None, 1, True, 0,
+    Knob("SpillEvictGroup", None, 2, True, 0,
          "1: after every round's select, a colored node whose registers would seat several "
          "nodes left without one, together costlier in cycles and in bytes of spill code, "
-         "gives way to them (alloc/choice.py), 0 = off", maximum=1, scope="briggs"),
+         "gives way to them (alloc/choice.py), 2 = and a function of at most 1,000 "
+         "instructions where it changed a choice is allocated without it too, the fewer "
+         "spill bytes kept, 0 = off", maximum=2, scope="briggs"),
 )}
 
 
