@@ -22,8 +22,11 @@ A third runs after select in **every** round (the driver; knob ``SpillEvictGroup
   once: each costs less than it, together they cost more. Here a colored node gives way when
   the failed nodes its registers would seat (most expensive first, each on the lowest
   placement then free) are worth more than it — in the seeds' cost, and in bytes of spill code
-  (:func:`spill_code_bytes`: a 64-bit value spills 8 bytes per access) — and it moves to a
-  placement still free, or spills instead.
+  (:func:`spill_code_bytes`: a 64-bit value spills 8 bytes per access, a rematerializable one
+  none) — and it moves to a placement still free, or spills instead. It judges one round;
+  the rounds after it can spill more, so at the knob's 2 (the default) the driver allocates a
+  function of at most 1,000 instructions where it changed a choice without it too and keeps
+  the fewer spill bytes (:func:`ptxalloc.alloc.driver.allocate_function`).
 
 All three only ever keep a coloring whose spill cost (:func:`spill_cost`, the seeds' cost model)
 is lower; the spilled nodes still go through the driver's spill rewrite and the checker.
@@ -110,16 +113,13 @@ def spill_code_bytes(p: Problem, file: int | None = None,
     count = [0] * p.nregs
     for defs in prog.defs:
         for v in defs:
-            count[v] += 1
+            if v not in homed:
+                count[v] += 1
     for uses in prog.uses:
         for v in uses:
             count[v] += 1
     for v in recomputed:
         count[v] = 0
-    for defs in prog.defs:
-        for v in defs:
-            if v in homed:
-                count[v] -= 1
     reg_bytes = p.reg_bytes
     out: dict[int, float] = {}
     for n, members in p.members.items():
@@ -141,7 +141,9 @@ def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
     expensive first, each take the lowest placement free of their colored neighbours and of
     the ones seated before them; then it takes the lowest placement still free for it, or
     spills. A step is taken only when it lowers the spill cost and, when it spills the node,
-    the seated nodes need at least as many bytes of spill code. A failed node next to it that
+    the seated nodes need at least as many bytes of spill code (:func:`spill_code_bytes`, with
+    ``recomputed`` and ``homed``: a rematerializable register's spill code is recomputation,
+    no bytes, and a run temporary's stores are already there). A failed node next to it that
     finds a placement free afterwards takes it.
 
     The steps go in sweeps: every candidate's step is computed, then they are taken best
@@ -250,34 +252,6 @@ def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
             worth -= cost[m]
         return (worth, seated, moved) if worth > 0 else None
 
-    temporaries: _Temporaries | None = None
-
-    def strands(m: int, seated: list[tuple[int, int]], moved: int | None) -> bool:
-        """Whether the step leaves more temporaries of the nodes left out without a
-        placement than there are now (:class:`_Temporaries`): the seated nodes' go, ``m``'s
-        come when it spills, and the other left-out neighbours' may lose their room."""
-        nonlocal temporaries
-        if temporaries is None:
-            temporaries = _Temporaries(p)
-        after = {q: s for q, s in seated}
-        after[m] = moved
-        changed = 0
-        for x in after:
-            for v in p.members[x]:
-                changed |= 1 << v
-        near = adj[m]
-        for q, _ in seated:
-            near |= adj[q]
-        others = [x for x in bits(near & failed_mask) if x not in after]
-        now = matrix.start.get
-        then = lambda x: after[x] if x in after else matrix.start.get(x)
-        before = sum(temporaries.stranded(q, now) for q, _ in seated)
-        later = temporaries.stranded(m, then) if moved is None else 0
-        for x in others:
-            before += temporaries.stranded(x, now, changed)
-            later += temporaries.stranded(x, then, changed)
-        return later > before
-
     def eligible(m: int) -> bool:
         return bool(matrix.assigned >> m & 1) and not fixed >> m & 1 and not math.isinf(cost[m])
 
@@ -298,12 +272,10 @@ def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
         # the steps best first, each computed again when its turn comes (earlier ones may
         # have changed its neighbourhood) and taken if it still lowers the cost
         ranked.sort()
-        took = False
         for _, m in ranked:
             got = step(m) if eligible(m) and hopeful(m) else None
-            if got is None or strands(m, *got[1:]):
+            if got is None:
                 continue
-            took = True
             _, seated, moved = got
             lift(m)
             for q, s in seated:
@@ -319,87 +291,10 @@ def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
                 if s is not None:
                     forget(q)
                     place(q, s)
-        if not took:        # every step left temporaries stranded
-            break
     coloring.start = matrix.start
     coloring.spilled = [n for n in coloring.spilled if n in failed] + sorted(
         failed - set(coloring.spilled))
     return coloring
-
-
-class _Temporaries:
-    """Where the spill code of nodes left out still needs a register: a spilled value is
-    reloaded into a temporary before each use and stored from one after each definition, and a
-    rematerialized one recomputed into one, each of the value's shape (a 64-bit value needs an
-    aligned pair). Select and giving way place only the nodes; this counts the *stranded*
-    temporaries, the occurrences of a left-out node at which the colored values live there
-    leave no placement of its shape — the next round must spill again to seat them.
-
-    Per program point, the registers live across its temporaries: for a use, those live into
-    the instruction; for a definition, those live out of it (a backward walk of each block from
-    its live-out set, done once, when giving way first checks a step)."""
-
-    def __init__(self, p: Problem):
-        self.p = p
-        prog = p.program
-        self.occurs: list[list[tuple[int, bool]]] = [[] for _ in range(p.nregs)]
-        for i, defs in enumerate(prog.defs):
-            for v in defs:
-                self.occurs[v].append((i, True))
-        for i, uses in enumerate(prog.uses):
-            for v in uses:
-                self.occurs[v].append((i, False))
-        self.after = after = [0] * len(prog.defs)      # per point: registers live out of it
-        defs, uses = prog.defs, prog.uses
-        for first, end, _, live_out in prog.blocks:
-            live = live_out
-            for i in range(end - 1, first - 1, -1):
-                after[i] = live
-                for v in defs[i]:
-                    live &= ~(1 << v)
-                for v in uses[i]:
-                    live |= 1 << v
-
-    def live(self, i: int, is_def: bool) -> int:
-        """The registers live across a temporary at point ``i`` (a definition's, or a use's)."""
-        if is_def:
-            live = self.after[i]
-            for v in self.p.program.defs[i]:
-                live |= 1 << v
-            return live
-        live = self.after[i]
-        for v in self.p.program.defs[i]:
-            live &= ~(1 << v)
-        for v in self.p.program.uses[i]:
-            live |= 1 << v
-        return live
-
-    def stranded(self, n: int, start_of, near: int | None = None) -> int:
-        """How many temporaries of node ``n`` find no placement when node ``x`` sits at
-        ``start_of(x)`` (None: not placed); with ``near`` (a register bitset), only at the
-        points where one of those registers is live."""
-        p = self.p
-        if p.is_group[n]:
-            return 0            # a tuple's members are reloaded with the tuple's placement
-        find, offset, reg_shape = p.find, p.offset, p.reg_shape
-        count = 0
-        for v in p.members[n]:
-            shape = reg_shape[v]
-            for i, is_def in self.occurs[v]:
-                live = self.live(i, is_def)
-                if near is not None and not live & near:
-                    continue
-                blocked = 0
-                for r in bits(live):
-                    x = find(r)
-                    if x == n or reg_shape[r].file != shape.file:
-                        continue
-                    s = start_of(x)
-                    if s is not None:
-                        blocked |= reg_shape[r].mask(s + offset[r])
-                if not p.regfile.free_starts(shape, blocked):
-                    count += 1
-        return count
 
 
 def _seat(p: Problem, m: int, units: int, hopeful: int, taken: dict[int, int],
