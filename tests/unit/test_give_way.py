@@ -167,3 +167,29 @@ def test_triton_layer_norm_keeps_its_address_when_the_rest_is_rematerialized():
     if ptxas.available():
         out = ptxas.assemble(res.ptx, "sm_80")
         assert out.ok, out.output
+
+
+def test_the_whole_function_decides_between_giving_way_and_not():
+    """At ``SpillEvictGroup=2`` (the default) a function where giving way changed a choice is
+    allocated without it too, the fewer spill bytes kept and both figures reported; at 1
+    giving way is kept whatever the bytes, and the report has no ``give_way``."""
+    text = (DATA / "hand" / "give_way.ptx").read_text()
+    fr = allocate(text, 4).functions[0]
+    assert fr.extra["give_way"]["kept"] == "giving way"
+    assert (fr.extra["give_way"]["spill_bytes_giving_way"],
+            fr.extra["give_way"]["spill_bytes_without"]) == (48, 96)
+    assert any(n.startswith("giving way: kept the allocation giving way") for n in fr.notes)
+    assert "give_way" not in allocate(text, 4, knobs={"SpillEvictGroup": 1}).functions[0].extra
+
+
+BISECT = ("gpuocelot/tests/ptx/sdk2.2/bisect_large.ptx",
+          "_Z31bisectKernelLarge_MultIntervalsPfS_jPjS0_S_S_S0_S0_S_S0_f")
+
+
+@pytest.mark.corpus
+@pytest.mark.skipif(corpus_root() is None, reason="../shared/corpus is absent")
+def test_bisect_mult_intervals_keeps_the_allocation_without_giving_way():
+    """bisectKernelLarge_MultIntervals at K = 24: giving way lowers the first round's cost but
+    a later round spills more (112 bytes); without it, 100. The default keeps 100, proven."""
+    assert _bytes(*BISECT, 24, {"SpillEvictGroup": 1}) == 112
+    assert _bytes(*BISECT, 24, {}) == 100
