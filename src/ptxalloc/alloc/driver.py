@@ -256,7 +256,7 @@ def _allocate_once(fn: Function, sm: SMProfile, budget: int, options: Options,
 #: giving way (knob ``SpillEvictGroup`` at 2, the default), a compile-time bound: giving way
 #: judges one round's choice, and the rounds after it can spill more. 2,000 would take in
 #: thrust's ScanScatterDigits (1,509-1,545 instructions: 120 -> 112 bytes at K = 24) at
-#: +47 % CPU on its file (docs/decisions.md, "Giving way judged by the whole function").
+#: +46 % CPU on its file (docs/decisions.md, "Giving way judged by the whole function").
 GIVE_WAY_SECOND_MAX_INSTRUCTIONS = 1000
 
 
