@@ -20,6 +20,12 @@
    spill slots laid out (:mod:`ptxalloc.spill.slots`), physical names, and the PTX and
    figures of the :class:`FunctionResult` (:mod:`output`).
 
+With briggs at knob ``SpillEvictGroup=2`` (the default), a function of at most
+``GIVE_WAY_SECOND_MAX_INSTRUCTIONS`` instructions where giving way (:func:`choice.give_way`)
+changed a round's choice and spill code remains is allocated again without it, and the
+allocation with fewer spill bytes kept (:func:`_keep_fewer_bytes`): giving way judges one
+round, the rounds after it may spill more.
+
 Each round analyses the function as the previous round left it. A node the allocator could not
 place is spilled: its registers get stores and reloads (or are rematerialized) and the next
 round colors the short temporaries that replace them. Temporaries are never spilled again; if
