@@ -48,8 +48,10 @@ as one induction variable (:mod:`ptxalloc.passes.induction`). ``SpillEvict`` and
 for briggs's spill choice after select (:mod:`ptxalloc.alloc.choice`; docs/decisions.md,
 "Second chances for the spill choice"); 0 gives the seeds' Briggs coloring exactly.
 ``SpillEvictGroup`` lets one colored node give way to several nodes select left out, in every
-round (docs/decisions.md, "Briggs's spill bytes at K = 24 and 32"); 0 with the two above gives
-the seeds' coloring.
+round (docs/decisions.md, "Briggs's spill bytes at K = 24 and 32"); at 2 (the default) a
+function of at most 1,000 instructions where that changed a choice is allocated without it too
+and the fewer spill bytes kept (docs/decisions.md, "Giving way judged by the whole function");
+0 with the two above gives the seeds' coloring.
 ``SpillStaticWeight`` (a number, 0 = the seeds' cost) adds to each value's spill cost that many
 units per 32-bit word of spill code its definitions and uses would need, for every allocator
 (docs/decisions.md, "Spill code counted statically").
