@@ -228,12 +228,25 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
     (:func:`ptxalloc.pipeline.pre_passes`): the reported MaxLive is of it."""
     options = options or Options()
     allocator = _allocator(options.allocator)
+    limit = options.spill_limit
+    if limit is not None and knob_table.resolve(options.knobs)["SpillEvictGroup"] >= 2:
+        # the limit applies to the allocation kept, whichever of the two that is
+        options = replace(options, spill_limit=None)
     a = _allocate_once(fn, sm, budget, options, allocator, module_decls, written)
+    result = a.result
     if a.gave_way and _second_choice(a):
         without = replace(options, knobs={**options.knobs, "SpillEvictGroup": 0})
-        return _keep_fewer_bytes(a.result, _allocate_once(fn, sm, budget, without, allocator,
+        result = _keep_fewer_bytes(result, _allocate_once(fn, sm, budget, without, allocator,
                                                           module_decls, written).result)
-    return a.result
+    if limit is not None and result.spilled_values > limit:
+        raise _over_spill_limit(fn.name, result.spilled_values, budget, limit)
+    return result
+
+
+def _over_spill_limit(name: str, values: int, budget: int, limit: int) -> AllocationError:
+    """The error refusing a function that spills more values than ``--spill-limit``."""
+    return AllocationError(f"function '{name}': {values} values would spill at budget "
+                           f"{budget}, more than --spill-limit {limit}")
 
 
 def _allocate_once(fn: Function, sm: SMProfile, budget: int, options: Options,
@@ -538,9 +551,8 @@ def _spill(a: Allocation, remat: dict) -> None:
         a.work = rewrite_spills(a.work, to_spill, remat, a.state, _split_plan(a, to_spill, remat))
         limit = a.options.spill_limit
         if limit is not None and len(a.state.spilled_values) > limit:
-            raise AllocationError(
-                f"function '{a.original.name}': {len(a.state.spilled_values)} values would "
-                f"spill at budget {a.budget}, more than --spill-limit {limit}")
+            raise _over_spill_limit(a.original.name, len(a.state.spilled_values), a.budget,
+                                    limit)
 
 
 def _split_plan(a: Allocation, to_spill: set[int], remat: dict) -> SplitPlan | None:
