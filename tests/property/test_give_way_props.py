@@ -70,3 +70,25 @@ def test_giving_way_never_costs_more_in_cycles_or_bytes(p):
     assert cost <= before[0]
     if sorted(after.spilled) != was[1]:
         assert cost < before[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems(), st.data())
+def test_rematerialized_nodes_count_no_bytes_and_bytes_never_rise(p, data):
+    """With some nodes rematerializable (their spill code is recomputation, no bytes), giving
+    way still never raises the cost or the bytes counted that way, and never spills a node in
+    exchange for seating only rematerializable ones (that trade saves no bytes)."""
+    recomputed = set(data.draw(st.lists(st.sampled_from(sorted(p.members)), unique=True)))
+    coloring = choice.evict(p, color(p))
+    size = choice.spill_code_bytes(p, recomputed=recomputed)
+    assert all(size[n] == 0 for n in recomputed)
+    before = (choice.spill_cost(p, coloring.spilled), sum(size[n] for n in coloring.spilled))
+    was = set(coloring.spilled)
+    after = choice.give_way(p, coloring, recomputed)
+    _assert_valid(p, after)
+    assert sum(size[n] for n in after.spilled) <= before[1]
+    assert choice.spill_cost(p, after.spilled) <= before[0]
+    newly_spilled = set(after.spilled) - was
+    seated = was - set(after.spilled)
+    if any(size[n] > 0 for n in newly_spilled):
+        assert any(size[n] > 0 for n in seated)

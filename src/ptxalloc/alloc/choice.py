@@ -22,8 +22,11 @@ A third runs after select in **every** round (the driver; knob ``SpillEvictGroup
   once: each costs less than it, together they cost more. Here a colored node gives way when
   the failed nodes its registers would seat (most expensive first, each on the lowest
   placement then free) are worth more than it — in the seeds' cost, and in bytes of spill code
-  (:func:`spill_code_bytes`: a 64-bit value spills 8 bytes per access) — and it moves to a
-  placement still free, or spills instead.
+  (:func:`spill_code_bytes`: a 64-bit value spills 8 bytes per access, a rematerializable one
+  none) — and it moves to a placement still free, or spills instead. It judges one round;
+  the rounds after it can spill more, so at the knob's 2 (the default) the driver allocates a
+  function of at most 1,000 instructions where it changed a choice without it too and keeps
+  the fewer spill bytes (:func:`ptxalloc.alloc.driver.allocate_function`).
 
 All three only ever keep a coloring whose spill cost (:func:`spill_cost`, the seeds' cost model)
 is lower; the spilled nodes still go through the driver's spill rewrite and the checker.
@@ -97,18 +100,26 @@ def cheaper(first: tuple[Problem, Coloring],
     return first
 
 
-def spill_code_bytes(p: Problem, file: int | None = None) -> dict[int, float]:
+def spill_code_bytes(p: Problem, file: int | None = None,
+                     recomputed=frozenset(), homed=frozenset()) -> dict[int, float]:
     """Per node (of ``file``, or of every file): the bytes of spill code spilling it would add
     — a store per definition and a reload per use, each its register's width (what ``ptxas -v``
-    reports as spill stores and loads); infinite for a node that may not be spilled."""
+    reports as spill stores and loads); infinite for a node that may not be spilled. A member
+    of ``recomputed`` (rematerializable: recomputed at each use, :mod:`ptxalloc.spill.remat`)
+    adds none, and one of ``homed`` (a run temporary of live-range splitting, whose spill
+    reloads from its value's slot, the store after each definition already there) a reload
+    per use only."""
     prog = p.program
     count = [0] * p.nregs
     for defs in prog.defs:
         for v in defs:
-            count[v] += 1
+            if v not in homed:
+                count[v] += 1
     for uses in prog.uses:
         for v in uses:
             count[v] += 1
+    for v in recomputed:
+        count[v] = 0
     reg_bytes = p.reg_bytes
     out: dict[int, float] = {}
     for n, members in p.members.items():
@@ -121,7 +132,8 @@ def spill_code_bytes(p: Problem, file: int | None = None) -> dict[int, float]:
     return out
 
 
-def give_way(p: Problem, coloring: Coloring) -> Coloring:
+def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
+             homed=frozenset()) -> Coloring:
     """The giving-way pass over ``coloring`` (module docstring), in place; returns it.
 
     A step: a colored node that interferes with a failed one (never a precolored or
@@ -129,7 +141,9 @@ def give_way(p: Problem, coloring: Coloring) -> Coloring:
     expensive first, each take the lowest placement free of their colored neighbours and of
     the ones seated before them; then it takes the lowest placement still free for it, or
     spills. A step is taken only when it lowers the spill cost and, when it spills the node,
-    the seated nodes need at least as many bytes of spill code. A failed node next to it that
+    the seated nodes need at least as many bytes of spill code (:func:`spill_code_bytes`, with
+    ``recomputed`` and ``homed``: a rematerializable register's spill code is recomputation,
+    no bytes, and a run temporary's stores are already there). A failed node next to it that
     finds a placement free afterwards takes it.
 
     The steps go in sweeps: every candidate's step is computed, then they are taken best
@@ -143,7 +157,7 @@ def give_way(p: Problem, coloring: Coloring) -> Coloring:
         return coloring
     matrix = UnitMatrix.for_problem(p, {**p.precolored, **coloring.start})
     held, adj, cost, shape = matrix.held, p.adj, p.cost, p.shape
-    size = spill_code_bytes(p)
+    size = spill_code_bytes(p, None, recomputed, homed)
     fixed = 0
     for m in p.precolored:
         fixed |= 1 << m

@@ -20,6 +20,12 @@
    spill slots laid out (:mod:`ptxalloc.spill.slots`), physical names, and the PTX and
    figures of the :class:`FunctionResult` (:mod:`output`).
 
+With briggs at knob ``SpillEvictGroup=2`` (the default), a function of at most
+``GIVE_WAY_SECOND_MAX_INSTRUCTIONS`` instructions where giving way (:func:`choice.give_way`)
+changed a round's choice and spill code remains is allocated again without it, and the
+allocation with fewer spill bytes kept (:func:`_keep_fewer_bytes`): giving way judges one
+round, the rounds after it may spill more.
+
 Each round analyses the function as the previous round left it. A node the allocator could not
 place is spilled: its registers get stores and reloads (or are rematerialized) and the next
 round colors the short temporaries that replace them. Temporaries are never spilled again; if
@@ -52,7 +58,7 @@ from ..passes.asynchrony import bind_async_waits
 from ..passes.convention import bind_convention
 from ..passes.legalize import legalize_tuples
 from ..passes.serialize_wgmma import serialize_wgmma
-from ..records import field, record
+from ..records import field, record, replace
 from ..spill.lazy import dead_spill_stores, reload_moves, remove_redundant_spill_code
 from ..spill.remat import COMPUTE_COST, remat_candidates
 from ..spill.rewrite import SpillState, rewrite_spills
@@ -197,6 +203,7 @@ class Allocation:
     tuple_reuse: bool = True            # False once a spilling round did better without them
     tuple_reuse_tried: bool = False     # a spilling round compared with and without them
     reuse_problem: Problem | None = None    # the last round's problem with those merges
+    gave_way: int = 0                   # rounds whose choice giving way changed (:mod:`choice`)
 
 
 class _Clock:
@@ -225,6 +232,31 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
     (:func:`ptxalloc.pipeline.pre_passes`): the reported MaxLive is of it."""
     options = options or Options()
     allocator = _allocator(options.allocator)
+    limit = options.spill_limit
+    if limit is not None and knob_table.resolve(options.knobs)["SpillEvictGroup"] >= 2:
+        # the limit applies to the allocation kept, whichever of the two that is
+        options = replace(options, spill_limit=None)
+    a = _allocate_once(fn, sm, budget, options, allocator, module_decls, written)
+    result = a.result
+    if a.gave_way and _second_choice(a):
+        without = replace(options, knobs={**options.knobs, "SpillEvictGroup": 0})
+        result = _keep_fewer_bytes(result, _allocate_once(fn, sm, budget, without, allocator,
+                                                          module_decls, written).result)
+    if limit is not None and result.spilled_values > limit:
+        raise _over_spill_limit(fn.name, result.spilled_values, budget, limit)
+    return result
+
+
+def _over_spill_limit(name: str, values: int, budget: int, limit: int) -> AllocationError:
+    """The error refusing a function that spills more values than ``--spill-limit``."""
+    return AllocationError(f"function '{name}': {values} values would spill at budget "
+                           f"{budget}, more than --spill-limit {limit}")
+
+
+def _allocate_once(fn: Function, sm: SMProfile, budget: int, options: Options,
+                   allocator: Allocator, module_decls: list[str] | None,
+                   written: Function | None) -> Allocation:
+    """One allocation of ``fn`` under ``options`` (:func:`allocate_function`'s steps)."""
     with gc_paused():
         clock = _Clock()
         a = _prepare(fn, sm, budget, options, allocator, module_decls or [])
@@ -241,7 +273,44 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         a.session.finish(a.result)
         clock.lap("output")
     a.result.seconds = clock.seconds
-    return a.result
+    return a
+
+
+#: The largest function (instructions as written) that briggs allocates a second time without
+#: giving way (knob ``SpillEvictGroup`` at 2, the default), a compile-time bound: giving way
+#: judges one round's choice, and the rounds after it can spill more. 2,000 would take in
+#: thrust's ScanScatterDigits (1,509-1,545 instructions: 120 -> 112 bytes at K = 24) at
+#: +46 % CPU on its file (docs/decisions.md, "Giving way judged by the whole function").
+GIVE_WAY_SECOND_MAX_INSTRUCTIONS = 1000
+
+
+def _second_choice(a: Allocation) -> bool:
+    """Whether the function giving way changed is allocated again without it: knob
+    ``SpillEvictGroup`` at 2, spill code in the result, at most
+    ``GIVE_WAY_SECOND_MAX_INSTRUCTIONS`` instructions."""
+    return (knob_table.resolve(a.options.knobs)["SpillEvictGroup"] >= 2
+            and a.result.spill_stores_bytes + a.result.spill_loads_bytes > 0
+            and len(a.original.instructions()) <= GIVE_WAY_SECOND_MAX_INSTRUCTIONS)
+
+
+def _keep_fewer_bytes(giving: FunctionResult, without: FunctionResult) -> FunctionResult:
+    """Of the allocations with and without giving way, the one whose spill code is fewer
+    bytes (then fewer registers; then the one giving way); its report's ``give_way`` and a
+    note say which and both figures."""
+    def key(r: FunctionResult) -> tuple[int, int]:
+        return r.spill_stores_bytes + r.spill_loads_bytes, r.registers
+    kept = without if key(without) < key(giving) else giving
+    other = giving if kept is without else without
+    kept.extra["give_way"] = {
+        "kept": "without" if kept is without else "giving way",
+        "spill_bytes_giving_way": key(giving)[0], "registers_giving_way": giving.registers,
+        "spill_bytes_without": key(without)[0], "registers_without": without.registers,
+        "seconds_other": round(sum(other.seconds.values()), 6)}
+    kept.notes.append(
+        f"giving way: kept the allocation {'without it' if kept is without else 'giving way'}"
+        f" (giving way {key(giving)[0]} bytes of spill code in {giving.registers} registers, "
+        f"without {key(without)[0]} in {without.registers})")
+    return kept
 
 
 def _allocator(name: str) -> Allocator:
@@ -356,13 +425,13 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
         clock.lap("coalesce")
     a.coloring = a.session.color(a.problem, a.options)
     if a.coloring.spilled and a.tuple_reused and not a.tuple_reuse_tried:
-        _without_tuple_reuse(a, allocator)
+        _without_tuple_reuse(a, allocator, remat)
     merged = merged or a.tuple_reused > 0
     if a.coloring.spilled and allocator.name == "briggs":
         if a.result.rounds == 1:
-            _second_chances(a, merged)
+            _second_chances(a, merged, remat)
         elif knob_table.resolve(a.options.knobs)["SpillEvictGroup"]:
-            choice.give_way(a.problem, a.coloring)
+            _give_way(a, a.problem, a.coloring, remat)
     if a.result.rounds == 1:
         a.result.first_round_spill_cost = choice.spill_cost(a.problem, a.coloring.spilled)
     clock.lap("color")
@@ -373,20 +442,21 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
     return False
 
 
-def _without_tuple_reuse(a: Allocation, allocator: Allocator) -> None:
+def _without_tuple_reuse(a: Allocation, allocator: Allocator, remat: dict) -> None:
     """The first round whose coloring with values merged into tuples (:mod:`tuple_reuse`)
     spills: the same round coalesced without those merges is colored too, and the coloring
     whose spill choice writes fewer bytes of spill code (then: costs less) kept, the merged one
     on a tie; when it is the one without, the later rounds merge nothing into tuples either
     (one more coloring per function, not per round). A merged tuple is one node, wider and
     costlier to spill than the tuple alone; under a budget that spills, keeping it whole can
-    cost more spill code than the registers it saves."""
+    cost more spill code than the registers it saves. Bytes are counted as giving way counts
+    them (rematerializable registers add none, run temporaries only their reloads)."""
     plain = _problem(a)
     coalesce(plain, a.options.coalesce_factor)
     fresh = allocator.color(plain, a.options)
 
     def spill_figures(p: Problem, coloring: Coloring) -> tuple[float, float]:
-        code = choice.spill_code_bytes(p)
+        code = choice.spill_code_bytes(p, None, remat, a.state.home)
         return (sum(code[n] for n in coloring.spilled), choice.spill_cost(p, coloring.spilled))
     a.tuple_reuse_tried = True
     if spill_figures(plain, fresh) < spill_figures(a.problem, a.coloring):
@@ -456,7 +526,7 @@ def _problem(a: Allocation) -> Problem:
         prefer=convention.callee_saved_preference(a.analysis, a.conv, a.info))
 
 
-def _second_chances(a: Allocation, merged: bool) -> None:
+def _second_chances(a: Allocation, merged: bool, remat: dict) -> None:
     """Briggs's first-round spill choice looked at again (:mod:`choice`, knobs ``SpillEvict``,
     ``SpillEvictGroup`` and ``SpillUncoalesced``): the eviction and giving-way passes over the
     coloring, and the uncoalesced problem colored too when coalescing merged anything, keeping
@@ -469,7 +539,7 @@ def _second_chances(a: Allocation, merged: bool) -> None:
     if evicting:
         choice.evict(a.problem, a.coloring)
     if giving_way:
-        choice.give_way(a.problem, a.coloring)
+        _give_way(a, a.problem, a.coloring, remat)
     if not (a.coloring.spilled and merged and switches["SpillUncoalesced"]):
         return
     plain = _problem(a)
@@ -477,8 +547,18 @@ def _second_chances(a: Allocation, merged: bool) -> None:
     if evicting:
         choice.evict(plain, fresh)
     if giving_way:
-        choice.give_way(plain, fresh)
+        _give_way(a, plain, fresh, remat)
     a.problem, a.coloring = choice.cheaper((a.problem, a.coloring), (plain, fresh))
+
+
+def _give_way(a: Allocation, problem: Problem, coloring: Coloring, remat: dict) -> None:
+    """Giving way over ``coloring`` (:func:`choice.give_way`: rematerializable registers and
+    run temporaries counted at the spill code they would add), counted in ``a.gave_way``
+    when it changed the nodes left out."""
+    before = set(coloring.spilled)
+    choice.give_way(problem, coloring, remat, a.state.home)
+    if set(coloring.spilled) != before:
+        a.gave_way += 1
 
 
 def _spill(a: Allocation, remat: dict) -> None:
@@ -507,9 +587,8 @@ def _spill(a: Allocation, remat: dict) -> None:
         a.work = rewrite_spills(a.work, to_spill, remat, a.state, _split_plan(a, to_spill, remat))
         limit = a.options.spill_limit
         if limit is not None and len(a.state.spilled_values) > limit:
-            raise AllocationError(
-                f"function '{a.original.name}': {len(a.state.spilled_values)} values would "
-                f"spill at budget {a.budget}, more than --spill-limit {limit}")
+            raise _over_spill_limit(a.original.name, len(a.state.spilled_values), a.budget,
+                                    limit)
 
 
 def _split_plan(a: Allocation, to_spill: set[int], remat: dict) -> SplitPlan | None:

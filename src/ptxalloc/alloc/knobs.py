@@ -32,7 +32,7 @@ induction                                     -         0  ptxalloc's own: point
 TupleReuse                                    -         1  results into a tuple's dying members' registers
 SpillEvict                                    -         1  briggs: a failed node evicts cheaper ones
 SpillUncoalesced                              -         1  briggs: keep the uncoalesced coloring if cheaper
-SpillEvictGroup                               -         1  briggs: a node gives way to several failed ones
+SpillEvictGroup                               -         2  briggs: give way (2: or not, fewer bytes)
 ========================================  =====  ========  =====================================
 
 ``RematParamLoads`` and the other switches of the passes around the allocator (issue 13) are
@@ -49,8 +49,10 @@ as one induction variable (:mod:`ptxalloc.passes.induction`). ``SpillEvict`` and
 for briggs's spill choice after select (:mod:`ptxalloc.alloc.choice`; docs/decisions.md,
 "Second chances for the spill choice"); 0 gives the seeds' Briggs coloring exactly.
 ``SpillEvictGroup`` lets one colored node give way to several nodes select left out, in every
-round (docs/decisions.md, "Briggs's spill bytes at K = 24 and 32"); 0 with the two above gives
-the seeds' coloring.
+round (docs/decisions.md, "Briggs's spill bytes at K = 24 and 32"); at 2 (the default) a
+function of at most 1,000 instructions where that changed a choice is allocated without it too
+and the fewer spill bytes kept (docs/decisions.md, "Giving way judged by the whole function");
+0 with the two above gives the seeds' coloring.
 ``SpillStaticWeight`` (a number, 0 = the seeds' cost) adds to each value's spill cost that many
 units per 32-bit word of spill code its definitions and uses would need, for every allocator
 (docs/decisions.md, "Spill code counted statically").
@@ -192,10 +194,12 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "1: when the first round's coalesced coloring spills, the uncoalesced problem is colored too and the "
          "cheaper spill choice kept (alloc/choice.py), 0 = the coalesced one always",
          maximum=1, scope="briggs"),
-    Knob("SpillEvictGroup", None, 1, True, 0,
+    Knob("SpillEvictGroup", None, 2, True, 0,
          "1: after every round's select, a colored node whose registers would seat several "
          "nodes left without one, together costlier in cycles and in bytes of spill code, "
-         "gives way to them (alloc/choice.py), 0 = off", maximum=1, scope="briggs"),
+         "gives way to them (alloc/choice.py), 2 = and a function of at most 1,000 "
+         "instructions where it changed a choice is allocated without it too, the fewer "
+         "spill bytes kept, 0 = off", maximum=2, scope="briggs"),
 )}
 
 
