@@ -84,7 +84,9 @@ PREDICATE_LOGIC = frozenset(("and", "or", "xor", "not"))
 MAX_RECOMPUTATIONS = 8
 
 #: The most definitions copied at one use: the value's and those of operands not live there.
-MAX_CHAIN = 3
+MAX_CHAIN = 4
+
+_GENERAL = (RegClass.GPR32, RegClass.GPR64)
 
 
 @record
@@ -235,6 +237,7 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
         if got is not None:
             in_flight.update(got[0])
     readers = {u: set(at) for u, at in uses_at.items()}
+    fenced = _fenced(instrs)
     define: dict[int, int] = {}          # candidate value -> its defining instruction
     for i, ins in enumerate(instrs):
         if in_flight and any(u in in_flight for u in ins.uses):
@@ -251,6 +254,7 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
     records = []
     dead = []
     pinned = 0          # operands of recomputed definitions: their own definitions must stay
+    gone = 0            # values recomputed: their definitions are left out
 
     def live_at(j: int) -> int:
         blk = cfg.block_of[j]
@@ -260,38 +264,60 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
         return lb[j - cfg.blocks[blk].first]
 
     def operand_at(u: int, reader: int, j: int, live: int, depth: int, chain: list[int],
-                   extended: list[int]) -> bool:
+                   extended: list[int], dies: bool = True) -> bool:
         """Whether operand ``u`` of instruction ``reader`` can be had at ``j``: recomputed there
         too when ``reader`` is its only reader (it then dies), else live there anyway, else
-        recomputed there, else, when ``reader`` is its only reader, read there with its range
-        extended (``extended`` collects it); appends definitions to copy, innermost first."""
+        recomputed there, else read there with its range extended (``extended`` collects it)
+        when ``reader`` is its only reader or, for a general register, when what ``reader``
+        defines ``dies`` (is read by nothing once recomputed): :func:`_narrower` then bounds
+        the widths (module docstring); appends definitions to copy, innermost first. A value
+        already recomputed (its definition left out) can only be copied again."""
         only = readers[u] == {reader}
+        extendable = only or (trading[0] and regs.classes[u] == RegClass.GPR32) \
+            or (dies and not trading[0] and regs.classes[u] in _GENERAL and j not in fenced)
+        is_live = live >> u & 1 and not gone >> u & 1
         if only and u in define and depth > 0:
             trial, trial_ext = list(chain), list(extended)
-            if chain_for(u, j, live, depth, trial, trial_ext):
+            if chain_for(u, j, live, depth, trial, trial_ext, dies) \
+                    and (is_live or not cheaper_extended(u, trial_ext, extended)):
                 chain[:], extended[:] = trial, trial_ext
                 return True
-        if live >> u & 1:
+        if gone >> u & 1:
+            return False
+        if is_live:
             return True
         if not only and depth > 0:
             trial, trial_ext = list(chain), list(extended)
-            if chain_for(u, j, live, depth, trial, trial_ext):
+            if chain_for(u, j, live, depth, trial, trial_ext, False) \
+                    and not (extendable and cheaper_extended(u, trial_ext, extended)):
                 chain[:], extended[:] = trial, trial_ext
                 return True
-        if only or (trading[0] and regs.classes[u] == RegClass.GPR32):
+        if extendable:
             extended.append(u)
             return True
         return False
 
+    def cheaper_extended(u: int, trial_ext: list[int], extended: list[int]) -> bool:
+        """Whether extending ``u``'s range costs no more than extending the ranges a chain
+        recomputing it extends (``trial_ext`` beyond ``extended``; :func:`_extension_cost`):
+        the chain is then not worth its copies. Not while trading predicates: that plan wants
+        a predicate's 32-bit operands rather than the predicate."""
+        if trading[0]:
+            return False
+        added = set(trial_ext) - set(extended)
+        return sum(_extension_cost(regs, w, readers) for w in added) \
+            >= _extension_cost(regs, u, readers)
+
     def chain_for(u: int, j: int, live: int, depth: int, chain: list[int],
-                  extended: list[int]) -> bool:
+                  extended: list[int], dies: bool) -> bool:
         """Whether candidate ``u`` can be recomputed at ``j`` through at most ``depth``
-        definitions (its own included) from operands had there (:func:`operand_at`)."""
+        definitions (its own included) from operands had there (:func:`operand_at`); ``dies``:
+        whether ``u`` is read by nothing once recomputed."""
         k = define.get(u)
         if k is None or depth == 0 or not available[j] >> u & 1:
             return False
         for w in set(instrs[k].uses):
-            if not operand_at(w, k, j, live, depth - 1, chain, extended):
+            if not operand_at(w, k, j, live, depth - 1, chain, extended, dies):
                 return False
         if k not in chain:
             chain.append(k)
@@ -330,7 +356,7 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
             ext = 0
             for u in extended:
                 ext |= 1 << u
-            if ext and not _narrower(regs, ext, v, trade_predicates):
+            if ext and not _narrower(regs, ext, v, trade_predicates, readers):
                 continue
             operands |= ext
             for j, chain in zip(sites, chains):
@@ -339,6 +365,7 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
                     for u in instrs[k].uses:
                         operands |= 1 << u
             dead.append(i)
+            gone |= 1 << v
             pinned |= operands
     records.sort()
     unread, applied = _unread_chain_definitions(fn, instrs, records, dead)
@@ -346,27 +373,55 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
     return _Plan(records, dead, cfg, liveness, applied)
 
 
-def _narrower(regs, extended: int, v: int, trade_predicates: bool = False) -> bool:
+def _fenced(instrs) -> set[int]:
+    """The instructions from a ``wgmma.fence`` to the ``wgmma.commit_group`` after it, in text
+    order: a register the group's ``wgmma.mma_async`` accesses asynchronously may not be
+    written there (:mod:`ptxalloc.verify.fences`), so a range extended into them leaves the
+    allocator fewer registers to reload into; a shared operand's range is not extended there."""
+    fenced: set[int] = set()
+    inside = False
+    for i, ins in enumerate(instrs):
+        if ins.opcode.startswith(isa.WGMMA_FENCE):
+            inside = True
+        if inside:
+            fenced.add(i)
+        if ins.opcode.startswith("wgmma.commit_group"):
+            inside = False
+    return fenced
+
+
+def _narrower(regs, extended: int, v: int, trade_predicates: bool = False,
+              readers: dict[int, set[int]] | None = None) -> bool:
     """Whether the general registers of the bitset ``extended`` together are narrower than
-    ``v``, whose range theirs take over; for a predicate ``v``, when ``trade_predicates``
-    (more predicates live at once than P0-P6), 32-bit registers are: a predicate beyond the
-    file would take a general register anyway, spilled there by ``selp`` and reloaded by
-    ``setp`` (ptxas's ``ISETP`` right before the guarded access), and the operands are often
-    shared (a bound every ``setp`` reads); :func:`recompute_function` (and, after scheduling,
-    :func:`ptxalloc.pipeline.pre_passes`) keeps the plan only when it needs fewer registers in
-    all than the plan without the trade."""
+    ``v``, whose range theirs take over, each counted by :func:`_extension_cost` (its width
+    shared among its readers; all of it without ``readers``); for a predicate ``v``, when
+    ``trade_predicates`` (more predicates live at once than P0-P6), 32-bit registers are: a
+    predicate beyond the file would take a general register anyway, spilled there by ``selp``
+    and reloaded by ``setp`` (ptxas's ``ISETP`` right before the guarded access), and the
+    operands are often shared (a bound every ``setp`` reads); :func:`recompute_function` (and,
+    after scheduling, :func:`ptxalloc.pipeline.pre_passes`) keeps the plan only when it needs
+    fewer registers in all than the plan without the trade."""
     if regs.classes[v] == RegClass.PRED:
         return trade_predicates and all(regs.classes[u] == RegClass.GPR32
                                         for u in range(extended.bit_length())
                                         if extended >> u & 1)
-    if regs.classes[v] not in (RegClass.GPR32, RegClass.GPR64):
+    if regs.classes[v] not in _GENERAL:
         return False
-    width = 0
+    width = 0.0
     for u in set_bits(extended):
-        if regs.classes[u] not in (RegClass.GPR32, RegClass.GPR64):
+        if regs.classes[u] not in _GENERAL:
             return False
-        width += CLASS_BITS[regs.classes[u]]
+        width += _extension_cost(regs, u, readers)
     return width < CLASS_BITS[regs.classes[v]]
+
+
+def _extension_cost(regs, u: int, readers: dict[int, set[int]] | None) -> float:
+    """What extending ``u``'s range to a use costs one recomputation: its width, shared among
+    the instructions reading it (a 64-bit base read by 32 address computations, each
+    recomputed at its store, is extended once for all 32: ptxas keeps one base live and forms
+    each address at its access); whole without ``readers``."""
+    n = len(readers.get(u, ())) if readers is not None else 1
+    return CLASS_BITS[regs.classes[u]] / max(1, n)
 
 
 def _unread_chain_definitions(fn: Function, instrs, records: list[Recompute],
