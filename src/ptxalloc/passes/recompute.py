@@ -255,6 +255,7 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
     dead = []
     pinned = 0          # operands of recomputed definitions: their own definitions must stay
     gone = 0            # values recomputed: their definitions are left out
+    accepted = []       # (value, definition, extended operands, records) per value
 
     def live_at(j: int) -> int:
         blk = cfg.block_of[j]
@@ -359,14 +360,18 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
             if ext and not _narrower(regs, ext, v, trade_predicates, readers):
                 continue
             operands |= ext
+            served = []
             for j, chain in zip(sites, chains):
-                records.append(Recompute(i, (j,), chain))
+                served.append(Recompute(i, (j,), chain))
                 for k in chain:
                     for u in instrs[k].uses:
                         operands |= 1 << u
-            dead.append(i)
+            accepted.append((v, i, ext, served))
             gone |= 1 << v
             pinned |= operands
+    for v, i, ext, served in _settled(regs, accepted, trade_predicates):
+        records.extend(served)
+        dead.append(i)
     records.sort()
     unread, applied = _unread_chain_definitions(fn, instrs, records, dead)
     dead.extend(unread)
@@ -413,6 +418,26 @@ def _narrower(regs, extended: int, v: int, trade_predicates: bool = False,
             return False
         width += _extension_cost(regs, u, readers)
     return width < CLASS_BITS[regs.classes[v]]
+
+
+def _settled(regs, accepted: list, trade_predicates: bool) -> list:
+    """The values of ``accepted`` (``(value, definition, extended operands, records)``) whose
+    extended operands, each now shared among the values that really extend it rather than
+    among all its readers, still cost less than the value's width (:func:`_narrower`); the
+    others are left as written, until every one kept pays. Leaving one out is safe: no record
+    reads a value recomputed (``gone``), and its operands stay where they are."""
+    kept = list(accepted)
+    while True:
+        sharers: dict[int, int] = {}
+        for _, _, ext, _ in kept:
+            for u in set_bits(ext):
+                sharers[u] = sharers.get(u, 0) + 1
+        now = [a for a in kept if not a[2] or regs.classes[a[0]] == RegClass.PRED
+               or sum(CLASS_BITS[regs.classes[u]] / sharers[u] for u in set_bits(a[2]))
+               < CLASS_BITS[regs.classes[a[0]]]]
+        if len(now) == len(kept):
+            return kept
+        kept = now
 
 
 def _extension_cost(regs, u: int, readers: dict[int, set[int]] | None) -> float:
