@@ -289,7 +289,7 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
             return True
         if not only and depth > 0:
             trial, trial_ext = list(chain), list(extended)
-            if chain_for(u, j, live, depth, trial, trial_ext, False) \
+            if chain_for(u, j, live, depth, trial, trial_ext, dies) \
                     and not (extendable and cheaper_extended(u, trial_ext, extended)):
                 chain[:], extended[:] = trial, trial_ext
                 return True
