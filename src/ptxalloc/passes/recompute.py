@@ -433,11 +433,23 @@ def _settled(regs, accepted: list, trade_predicates: bool) -> list:
             for u in set_bits(ext):
                 sharers[u] = sharers.get(u, 0) + 1
         now = [a for a in kept if not a[2] or regs.classes[a[0]] == RegClass.PRED
-               or sum(CLASS_BITS[regs.classes[u]] / sharers[u] for u in set_bits(a[2]))
-               < CLASS_BITS[regs.classes[a[0]]]]
+               or _pays(regs, a, sharers)]
         if len(now) == len(kept):
             return kept
         kept = now
+
+
+def _pays(regs, accepted, sharers: dict[int, int]) -> bool:
+    """Whether a value's extended operands cost less than its width, each shared among the
+    values extending it; or, recomputed at one use only (its chain moved there, not copied),
+    those it alone extends cost no more: it merges its chain's ranges into theirs."""
+    v, _, ext, served = accepted
+    width = CLASS_BITS[regs.classes[v]]
+    cost = sum(CLASS_BITS[regs.classes[u]] / sharers[u] for u in set_bits(ext))
+    if cost < width:
+        return True
+    alone = sum(CLASS_BITS[regs.classes[u]] for u in set_bits(ext) if sharers[u] == 1)
+    return len(served) == 1 and alone <= width
 
 
 def _extension_cost(regs, u: int, readers: dict[int, set[int]] | None) -> float:
