@@ -24,10 +24,25 @@ at its uses when
   it is itself a candidate whose definition is available at the use and whose operands are
   live there: its definition is copied too, first, a *chain* of at most :data:`MAX_CHAIN`
   instructions (the same rule, no other value's range grows), and an operand definition that
-  nothing reads any more is left out; or, last, an operand read by nothing but this definition
-  and narrower than the value (``%idx``, 32 bits, for the 64-bit ``%off``): its range then takes
-  over the value's, one register where there were two, as ptxas keeps a 32-bit index per
-  element and forms the address at the access;
+  nothing reads any more is left out; or, last, an operand whose range is *extended* to the
+  use: one read by nothing but this definition, or any general register. An extended
+  operand's new range lies within its old one and the value's (every path to the use passes
+  the definition, which reads it, and neither changes in between; for a chain's operand, the
+  chain values' too, which end at the use or at their last other reader), so the extended
+  operands together must be narrower than the value (``%idx``, 32 bits, for the 64-bit
+  ``%off``: one register where there were two, as ptxas keeps a 32-bit index per element and
+  forms the address at the access), each counted at its width shared among its readers (a
+  64-bit base read by 32 address computations, each formed at its store, is extended once
+  for all, as ptxas keeps one base live: Triton's epilogues compute every address of a tile,
+  ``cvt``/``mul.wide`` -> ``shl`` -> ``add`` base -> ``add`` offset, before a barrier and store
+  through them after it). Per operand the cheaper of a chain and an extension is taken. When
+  all values are planned the shares are *settled*: a value whose extended operands, each
+  shared among the values really extending it, cost its width or more is left as written
+  (until every value kept pays), unless it is recomputed at one use only and the operands it
+  alone extends cost no more than its width (its chain is moved there, not copied, and its
+  ranges merge into theirs). No shared operand's range is extended into a ``wgmma`` fence
+  stretch (``wgmma.fence`` to ``wgmma.commit_group``), where the group's asynchronous
+  registers may not be written and the allocator has fewer registers to reload into;
 * for a predicate (a ``setp``, or ``and``/``or``/``xor``/``not.pred`` of predicates) when the
   function keeps more predicates live at once than P0-P6 hold, a second plan also reads its
   32-bit operands at the use with their ranges extended (Triton's matmul keeps 33 predicates
@@ -85,6 +100,11 @@ MAX_RECOMPUTATIONS = 8
 
 #: The most definitions copied at one use: the value's and those of operands not live there.
 MAX_CHAIN = 4
+
+#: The same for the plan without shared extensions (``share=False``), the planner as it was
+#: before them: its greedy choices with longer chains can pin operands that shorter ones
+#: leave free (rodinia's ``bpnn_layerforward``: MaxLive 15 with chains of 3, 18 with 4).
+MAX_CHAIN_UNSHARED = 3
 
 _GENERAL = (RegClass.GPR32, RegClass.GPR64)
 
@@ -165,22 +185,33 @@ def recompute_choices(fn: Function, chains: bool = True) -> list[Recomputed | No
         else:
             old_p = pressure_of(fn)
         before = (old_p.max_live, old_p.max_preds)
+
+        def made_into(made: _Plan) -> Recomputed | None:
+            if not made.records:
+                return None
+            new = made.applied or apply_recomputations(fn, made.records, made.dead)
+            new_p = pressure_of(new)
+            after = (new_p.max_live, new_p.max_preds)
+            if after[0] <= before[0] and after[1] <= before[1]:
+                return Recomputed(new, made.records, made.dead, before, after)
+            return None
+
         out: list[Recomputed | None] = []
         first = None
         for trade in (False, True) if chains and old_p.max_preds > PRED_REGS else (False,):
             if trade:
                 made = _plan(fn, chains, True)
-            records, dead = made.records, made.dead
-            if trade and (records, dead) == first:
+            got = made_into(made)
+            if chains:
+                # the greedy plan without shared extensions, where it needs fewer registers
+                alone = made_into(_plan(fn, chains, trade, share=False))
+                if alone is not None and (got is None or registers_needed(alone.max_live_after)
+                                          < registers_needed(got.max_live_after)):
+                    got = alone
+            chosen = (got.records, got.dead) if got is not None else None
+            if trade and chosen == first:
                 break           # the trade changes nothing: one choice
-            first = records, dead
-            got = None
-            if records:
-                new = made.applied or apply_recomputations(fn, records, dead)
-                new_p = pressure_of(new)
-                after = (new_p.max_live, new_p.max_preds)
-                if after[0] <= before[0] and after[1] <= before[1]:
-                    got = Recomputed(new, records, dead, before, after)
+            first = chosen
             out.append(got)
         return out
 
@@ -191,14 +222,16 @@ def registers_needed(max_live: tuple[int, int]) -> int:
     return max_live[0] + max(0, max_live[1] - PRED_REGS)
 
 
-def plan(fn: Function, chains_allowed: bool = True,
-         trade_predicates: bool = False) -> tuple[list[Recompute], list[int]]:
+def plan(fn: Function, chains_allowed: bool = True, trade_predicates: bool = False,
+         share: bool = True) -> tuple[list[Recompute], list[int]]:
     """The recomputations to make and the definitions they leave dead; with
     ``chains_allowed``, a definition whose operand is not live at a use is recomputed there
     together with that operand's own definition; with ``trade_predicates``, a predicate is
-    recomputed at its uses with its 32-bit operands' ranges extended there (module
-    docstring)."""
-    made = _plan(fn, chains_allowed, trade_predicates)
+    recomputed at its uses with its 32-bit operands' ranges extended there; with ``share``
+    (and chains), a general register read elsewhere too may have its range extended to the
+    use, of a chain and an extension the cheaper is taken, and chains are up to
+    :data:`MAX_CHAIN` long (else :data:`MAX_CHAIN_UNSHARED`; module docstring)."""
+    made = _plan(fn, chains_allowed, trade_predicates, share)
     return made.records, made.dead
 
 
@@ -216,10 +249,12 @@ class _Plan:
     applied: Function | None = None
 
 
-def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) -> _Plan:
+def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
+          share: bool = True) -> _Plan:
     cfg = CFG(fn)
     instrs = cfg.instrs
     regs = fn.regs
+    max_chain = MAX_CHAIN if share else MAX_CHAIN_UNSHARED
     ndefs = [0] * len(regs)
     uses_at: dict[int, list[int]] = {}
     for i, ins in enumerate(instrs):
@@ -265,21 +300,22 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
         return lb[j - cfg.blocks[blk].first]
 
     def operand_at(u: int, reader: int, j: int, live: int, depth: int, chain: list[int],
-                   extended: list[int], dies: bool = True) -> bool:
+                   extended: list[int]) -> bool:
         """Whether operand ``u`` of instruction ``reader`` can be had at ``j``: recomputed there
         too when ``reader`` is its only reader (it then dies), else live there anyway, else
         recomputed there, else read there with its range extended (``extended`` collects it)
-        when ``reader`` is its only reader or, for a general register, when what ``reader``
-        defines ``dies`` (is read by nothing once recomputed): :func:`_narrower` then bounds
-        the widths (module docstring); appends definitions to copy, innermost first. A value
-        already recomputed (its definition left out) can only be copied again."""
+        when ``reader`` is its only reader or it is a general register (outside a fence
+        stretch): :func:`_narrower` and :func:`_settled` then bound the widths (module
+        docstring); of a chain and an extension the cheaper; appends definitions to copy,
+        innermost first. A value already recomputed (its definition left out) can only be
+        copied again."""
         only = readers[u] == {reader}
         extendable = only or (trading[0] and regs.classes[u] == RegClass.GPR32) \
-            or (dies and not trading[0] and regs.classes[u] in _GENERAL and j not in fenced)
+            or (share and not trading[0] and regs.classes[u] in _GENERAL and j not in fenced)
         is_live = live >> u & 1 and not gone >> u & 1
         if only and u in define and depth > 0:
             trial, trial_ext = list(chain), list(extended)
-            if chain_for(u, j, live, depth, trial, trial_ext, dies) \
+            if chain_for(u, j, live, depth, trial, trial_ext) \
                     and (is_live or not cheaper_extended(u, trial_ext, extended)):
                 chain[:], extended[:] = trial, trial_ext
                 return True
@@ -289,7 +325,7 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
             return True
         if not only and depth > 0:
             trial, trial_ext = list(chain), list(extended)
-            if chain_for(u, j, live, depth, trial, trial_ext, dies) \
+            if chain_for(u, j, live, depth, trial, trial_ext) \
                     and not (extendable and cheaper_extended(u, trial_ext, extended)):
                 chain[:], extended[:] = trial, trial_ext
                 return True
@@ -303,22 +339,21 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
         recomputing it extends (``trial_ext`` beyond ``extended``; :func:`_extension_cost`):
         the chain is then not worth its copies. Not while trading predicates: that plan wants
         a predicate's 32-bit operands rather than the predicate."""
-        if trading[0]:
+        if trading[0] or not share:
             return False
         added = set(trial_ext) - set(extended)
         return sum(_extension_cost(regs, w, readers) for w in added) \
             >= _extension_cost(regs, u, readers)
 
     def chain_for(u: int, j: int, live: int, depth: int, chain: list[int],
-                  extended: list[int], dies: bool) -> bool:
+                  extended: list[int]) -> bool:
         """Whether candidate ``u`` can be recomputed at ``j`` through at most ``depth``
-        definitions (its own included) from operands had there (:func:`operand_at`); ``dies``:
-        whether ``u`` is read by nothing once recomputed."""
+        definitions (its own included) from operands had there (:func:`operand_at`)."""
         k = define.get(u)
         if k is None or depth == 0 or not available[j] >> u & 1:
             return False
         for w in set(instrs[k].uses):
-            if not operand_at(w, k, j, live, depth - 1, chain, extended, dies):
+            if not operand_at(w, k, j, live, depth - 1, chain, extended):
                 return False
         if k not in chain:
             chain.append(k)
@@ -347,7 +382,7 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
             live = live_at(j)
             chain: list[int] = []
             if chains_allowed:
-                if not all(operand_at(u, i, j, live, MAX_CHAIN - 1, chain, extended)
+                if not all(operand_at(u, i, j, live, max_chain - 1, chain, extended)
                            for u in set(d.uses)):
                     break
             elif live & operands != operands:
