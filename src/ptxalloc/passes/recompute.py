@@ -202,8 +202,9 @@ def recompute_choices(fn: Function, chains: bool = True) -> list[Recomputed | No
             if trade:
                 made = _plan(fn, chains, True)
             got = made_into(made)
-            if chains:
+            if made.novel:
                 # the greedy plan without shared extensions, where it needs fewer registers
+                # (planned only where this one took a step that plan would not)
                 alone = made_into(_plan(fn, chains, trade, share=False))
                 if alone is not None and (got is None or registers_needed(alone.max_live_after)
                                           < registers_needed(got.max_live_after)):
@@ -240,13 +241,15 @@ class _Plan:
     """:func:`plan`'s result with what it computed on the way, for
     :func:`recompute_choices` not to compute it again: the CFG and liveness of ``fn``, and the
     records applied when checking for unread chain definitions (None when that needed no
-    application)."""
+    application), and whether it took a step the plan without shared extensions would not
+    (``novel``: without one, that plan is this one)."""
 
     records: list[Recompute]
     dead: list[int]
     cfg: CFG
     liveness: Liveness | None = None
     applied: Function | None = None
+    novel: bool = False
 
 
 def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
@@ -285,6 +288,7 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
     available = _available_before(cfg, instrs, define)
     liveness = Liveness(cfg)
     trading = [False]       # a predicate is being planned and may take operands' ranges
+    novel = [False]         # a step the plan without shared extensions would not take
     live_before: dict[int, list[int]] = {}
     records = []
     dead = []
@@ -330,6 +334,8 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
                 chain[:], extended[:] = trial, trial_ext
                 return True
         if extendable:
+            if not only and not trading[0]:
+                novel[0] = True
             extended.append(u)
             return True
         return False
@@ -342,8 +348,11 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
         if trading[0] or not share:
             return False
         added = set(trial_ext) - set(extended)
-        return sum(_extension_cost(regs, w, readers) for w in added) \
-            >= _extension_cost(regs, u, readers)
+        if sum(_extension_cost(regs, w, readers) for w in added) \
+                < _extension_cost(regs, u, readers):
+            return False
+        novel[0] = True
+        return True
 
     def chain_for(u: int, j: int, live: int, depth: int, chain: list[int],
                   extended: list[int]) -> bool:
@@ -352,6 +361,8 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
         k = define.get(u)
         if k is None or depth == 0 or not available[j] >> u & 1:
             return False
+        if depth <= MAX_CHAIN - MAX_CHAIN_UNSHARED:
+            novel[0] = True         # deeper than the unshared plan looks
         for w in set(instrs[k].uses):
             if not operand_at(w, k, j, live, depth - 1, chain, extended):
                 return False
@@ -410,7 +421,7 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
     records.sort()
     unread, applied = _unread_chain_definitions(fn, instrs, records, dead)
     dead.extend(unread)
-    return _Plan(records, dead, cfg, liveness, applied)
+    return _Plan(records, dead, cfg, liveness, applied, novel[0] and share)
 
 
 def _fenced(instrs) -> set[int]:
