@@ -96,3 +96,22 @@ def test_a_changed_constant_in_a_recomputed_chain_is_refuted(entry):
         bad.body = body
         with pytest.raises(VerificationError, match="in place of"):
             check_recomputation(fn, bad)
+
+
+def test_the_unshared_plan_is_kept_where_it_needs_fewer_registers():
+    """rodinia's ``bpnn_layerforward``: the plan with shared extensions and chains of four
+    pins operands that chains of three leave free (MaxLive 20 -> 18); the plan without them
+    reaches 15, and is the one chosen."""
+    root = corpus_root()
+    if root is None:
+        pytest.skip("../shared/corpus is absent")
+    from ptxalloc.ir.recompute import apply_recomputations
+    from ptxalloc.passes.recompute import plan
+    module = parse_file(str(root / "gpuocelot/tests/ptx/rodinia/backprop_cuda.ptx"))
+    fn = next(f for f in module.functions if "bpnn_layerforward" in f.name)
+    shared = pressure_of(apply_recomputations(fn, *plan(fn, share=True))).max_live
+    alone = pressure_of(apply_recomputations(fn, *plan(fn, share=False))).max_live
+    assert (pressure_of(fn).max_live, shared, alone) == (20, 18, 15)
+    r = recompute_function(fn)
+    assert r is not None and r.max_live_after[0] == 15
+    check_recomputation(fn, r.function)

@@ -529,3 +529,18 @@ def test_the_epilogue_chain_is_proven_from_the_original_and_assembles(tmp_path, 
     if ptxas.available():
         got = ptxas.assemble(res.ptx, "sm_80")
         assert got.ok, got.output
+
+
+@pytest.mark.parametrize("path", sorted(TRITON.glob("*.ptx")) + [DATA / "loops_sm80.ptx", EPILOGUE],
+                         ids=lambda p: p.name)
+def test_a_plan_that_took_no_new_step_is_the_unshared_plan(path):
+    """``novel`` is what lets recompute_choices skip the plan without shared extensions: a
+    plan that took no step that one would not (no shared operand extended, no chain deeper
+    than three, no extension chosen over a chain) is that plan, record for record."""
+    from ptxalloc.passes.recompute import _plan
+    for fn in parse_file(str(path)).functions:
+        for trade in (False, True):
+            made = _plan(fn, True, trade, share=True)
+            if not made.novel:
+                alone = _plan(fn, True, trade, share=False)
+                assert (alone.records, sorted(alone.dead)) == (made.records, sorted(made.dead))
