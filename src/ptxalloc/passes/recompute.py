@@ -200,12 +200,12 @@ def recompute_choices(fn: Function, chains: bool = True) -> list[Recomputed | No
         first = None
         for trade in (False, True) if chains and old_p.max_preds > PRED_REGS else (False,):
             if trade:
-                made = _plan(fn, chains, True)
+                made = _plan(fn, chains, True, setup=made.setup)
             got = made_into(made)
             if made.novel:
                 # the greedy plan without shared extensions, where it needs fewer registers
                 # (planned only where this one took a step that plan would not)
-                alone = made_into(_plan(fn, chains, trade, share=False))
+                alone = made_into(_plan(fn, chains, trade, share=False, setup=made.setup))
                 if alone is not None and (got is None or registers_needed(alone.max_live_after)
                                           < registers_needed(got.max_live_after)):
                     got = alone
@@ -250,14 +250,30 @@ class _Plan:
     liveness: Liveness | None = None
     applied: Function | None = None
     novel: bool = False
+    setup: _Setup | None = None
 
 
-def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
-          share: bool = True) -> _Plan:
+@record
+class _Setup:
+    """What :func:`_plan` computes of ``fn`` before planning, the same for every plan of it
+    (with or without trading predicates or sharing): the CFG, each register's readers, the
+    candidates, the available definitions, the liveness (and its per-block lists, filled as
+    planning asks) and the fence stretches."""
+
+    cfg: CFG
+    uses_at: dict
+    readers: dict
+    define: dict
+    available: dict | None = None
+    liveness: Liveness | None = None
+    live_before: dict | None = None
+    fenced: set | None = None
+
+
+def _setup(fn: Function) -> _Setup:
     cfg = CFG(fn)
     instrs = cfg.instrs
     regs = fn.regs
-    max_chain = MAX_CHAIN if share else MAX_CHAIN_UNSHARED
     ndefs = [0] * len(regs)
     uses_at: dict[int, list[int]] = {}
     for i, ins in enumerate(instrs):
@@ -275,7 +291,6 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
         if got is not None:
             in_flight.update(got[0])
     readers = {u: set(at) for u, at in uses_at.items()}
-    fenced = _fenced(instrs)
     define: dict[int, int] = {}          # candidate value -> its defining instruction
     for i, ins in enumerate(instrs):
         if in_flight and any(u in in_flight for u in ins.uses):
@@ -284,12 +299,24 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
                 and (regs.vec[ins.defs[0]] == 0) and regs.classes[ins.defs[0]] != RegClass.B128:
             define[ins.defs[0]] = i
     if not define:
-        return _Plan([], [], cfg)
-    available = _available_before(cfg, instrs, define)
-    liveness = Liveness(cfg)
+        return _Setup(cfg, uses_at, readers, define)
+    return _Setup(cfg, uses_at, readers, define, _available_before(cfg, instrs, define),
+                  Liveness(cfg), {}, _fenced(instrs))
+
+
+def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
+          share: bool = True, setup: _Setup | None = None) -> _Plan:
+    setup = setup or _setup(fn)
+    cfg, define = setup.cfg, setup.define
+    if not define:
+        return _Plan([], [], cfg, setup=setup)
+    instrs = cfg.instrs
+    regs = fn.regs
+    max_chain = MAX_CHAIN if share else MAX_CHAIN_UNSHARED
+    uses_at, readers, fenced = setup.uses_at, setup.readers, setup.fenced
+    available, liveness, live_before = setup.available, setup.liveness, setup.live_before
     trading = [False]       # a predicate is being planned and may take operands' ranges
     novel = [False]         # a step the plan without shared extensions would not take
-    live_before: dict[int, list[int]] = {}
     records = []
     dead = []
     pinned = 0          # operands of recomputed definitions: their own definitions must stay
@@ -421,7 +448,7 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
     records.sort()
     unread, applied = _unread_chain_definitions(fn, instrs, records, dead)
     dead.extend(unread)
-    return _Plan(records, dead, cfg, liveness, applied, novel[0] and share)
+    return _Plan(records, dead, cfg, liveness, applied, novel[0] and share, setup)
 
 
 def _fenced(instrs) -> set[int]:
@@ -516,16 +543,32 @@ def _unread_chain_definitions(fn: Function, instrs, records: list[Recompute],
     inner = {k for r in records for k in r.inner} - set(dead)
     if not inner:
         return [], None
+    # what the applied records read, without applying them each round: a served instruction
+    # reads a copy in place of the value, a copy reads the copies before it in its chain
+    served: dict[int, set[int]] = {}
+    copies_read = 0
+    for r in records:
+        v = instrs[r.define].defs[0]
+        for u in r.uses:
+            served.setdefault(u, set()).add(v)
+        made: set[int] = set()
+        for k in r.inner + (r.define,):
+            for u in instrs[k].uses:
+                if u not in made:
+                    copies_read |= 1 << u
+            made.add(instrs[k].defs[0])
     gone = set(dead)
     while True:
-        read = 0
-        new = apply_recomputations(fn, records, sorted(gone))
-        for ins in new.instructions():
-            for u in ins.uses:
-                read |= 1 << u
+        read = copies_read
+        for k, ins in enumerate(instrs):
+            if k not in gone:
+                skip = served.get(k)
+                for u in ins.uses:
+                    if skip is None or u not in skip:
+                        read |= 1 << u
         unread = {k for k in inner - gone if not read >> instrs[k].defs[0] & 1}
         if not unread:
-            return sorted(gone - set(dead)), new
+            return sorted(gone - set(dead)), apply_recomputations(fn, records, sorted(gone))
         gone |= unread
 
 
