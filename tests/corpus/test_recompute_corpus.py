@@ -63,3 +63,55 @@ def test_recomputed_allocation_proven_from_the_original_and_assembles(entry, all
     res = allocate_module(module, k, allocator, options=options)
     assert {f.verified for f in res.functions} == {True}
     assert_chain_proven_and_assembles(module, res, entry["ptxas_arch"])
+
+
+@pytest.mark.parametrize("entry", _params())
+def test_a_changed_constant_in_a_recomputed_chain_is_refuted(entry):
+    """The validator refuses every rewriting whose inserted copy computes something else: in
+    each function with a recomputation (chains up to four, shared operands' ranges extended),
+    the first inserted instruction with an immediate operand gets another immediate, and the
+    use reading what it feeds no longer reads the original's value."""
+    from ptxalloc.errors import VerificationError
+    from ptxalloc.ir.instruction import Instruction
+    from ptxalloc.ir.operands import Imm
+    module = parse_file(str(corpus_root() / entry["path"]))
+    for fn in module.functions:
+        r = recompute_function(fn)
+        if r is None:
+            continue
+        n = len(fn.regs)
+        body = list(r.function.body)
+        for k, s in enumerate(body):
+            if type(s) is Instruction and s.defs and s.defs[0] >= n \
+                    and any(type(op) is Imm for op in s.ops[1:]):
+                ops = [Imm(str(int(op.text, 0) + 1)) if type(op) is Imm and
+                       op.text.lstrip("-").isdigit() else op for op in s.ops]
+                if ops == list(s.ops):
+                    continue
+                body[k] = s.copy_with(ops)
+                break
+        else:
+            continue
+        bad = r.function.copy()
+        bad.body = body
+        with pytest.raises(VerificationError, match="in place of"):
+            check_recomputation(fn, bad)
+
+
+def test_the_unshared_plan_is_kept_where_it_needs_fewer_registers():
+    """rodinia's ``bpnn_layerforward``: the plan with shared extensions and chains of four
+    pins operands that chains of three leave free (MaxLive 20 -> 18); the plan without them
+    reaches 15, and is the one chosen."""
+    root = corpus_root()
+    if root is None:
+        pytest.skip("../shared/corpus is absent")
+    from ptxalloc.ir.recompute import apply_recomputations
+    from ptxalloc.passes.recompute import plan
+    module = parse_file(str(root / "gpuocelot/tests/ptx/rodinia/backprop_cuda.ptx"))
+    fn = next(f for f in module.functions if "bpnn_layerforward" in f.name)
+    shared = pressure_of(apply_recomputations(fn, *plan(fn, share=True))).max_live
+    alone = pressure_of(apply_recomputations(fn, *plan(fn, share=False))).max_live
+    assert (pressure_of(fn).max_live, shared, alone) == (20, 18, 15)
+    r = recompute_function(fn)
+    assert r is not None and r.max_live_after[0] == 15
+    check_recomputation(fn, r.function)

@@ -19,7 +19,8 @@ CASES = [
     # (file, function (substring), budget, --block-size)
     ("gpuocelot/tests/ptx/thrust/histogram_sliced.ptx", "ScanScatterDigits", 24, None),
     ("ptxbench/trial_turn3_exp019_gemm.ptx", "gemm_kernel", 48, None),
-    ("gpuocelot/tests/cuda2.2/tests/simplerCUFFT/kernel.ptx", "SP_c2c_radix2", 16, 256),
+    # (at 16 it spills nothing since recomputation extends shared operands: 12)
+    ("gpuocelot/tests/cuda2.2/tests/simplerCUFFT/kernel.ptx", "SP_c2c_radix2", 12, 256),
     ("gpuocelot/tests/cuda3.2/data/matrixMul_kernel.ptx", "matrixMul", 16, 256),
     ("gpuocelot/tests/cuda3.2/data/simpleTexture_kernel.ptx", "transformKernel", 16, 256),
 ]

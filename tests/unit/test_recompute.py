@@ -15,6 +15,7 @@ from ptxalloc import ptxas
 from ptxalloc.analysis import pressure_of
 from ptxalloc.cli import main
 from ptxalloc.errors import VerificationError
+from ptxalloc.ir.operands import Imm
 from ptxalloc.ir.recompute import Recompute, apply_recomputations
 from ptxalloc.passes.recompute import plan, recompute_choices, recompute_function
 from ptxalloc.pipeline import allocate
@@ -427,3 +428,119 @@ def test_triton_matmul_predicates_fit_the_file():
     assert r.max_live_before == (213, 34)
     assert r.max_live_after[1] <= 7 and r.max_live_after[0] <= 145
     check_recomputation(fn, r.function)
+
+
+EPILOGUE = DATA / "hand" / "recompute_epilogue.ptx"
+
+
+def _epilogue_fn(name: str):
+    return next(f for f in parse_file(str(EPILOGUE)).functions if f.name == name)
+
+
+def test_an_epilogue_address_is_formed_at_each_store_through_a_chain_of_four(monkeypatch):
+    """Triton's epilogue shape: the 64-bit offsets held across the loop and the addresses
+    made before the barrier are formed at each store instead, from the 32-bit indices (whose
+    ranges, shared with their readers before the loop, take the offsets' place) and the base:
+    chains of four, which the former bound of three left live across the loop and the
+    barrier."""
+    import ptxalloc.passes.recompute as pass_module
+    fn = _epilogue_fn("epilogue")
+    second = [index_of(fn, "cvt.s64.s32 %rd3, %r4;"), index_of(fn, "shl.b64 %rd7, %rd3, 2;"),
+              index_of(fn, "add.s64 %rd8, %rd1, %rd7;"), index_of(fn, "add.s64 %rd9, %rd8, 64;")]
+    first = [index_of(fn, "cvt.s64.s32 %rd2, %r3;"), index_of(fn, "shl.b64 %rd4, %rd2, 2;"),
+             index_of(fn, "add.s64 %rd5, %rd1, %rd4;"), index_of(fn, "add.s64 %rd6, %rd5, 64;")]
+    stores = [index_of(fn, "st.global.f32 [%rd6], %f1;"), index_of(fn, "st.global.f32 [%rd9], %f2;")]
+    records, dead = plan(fn)
+    assert records == [Recompute(first[3], (stores[0],), tuple(first[:3])),
+                        Recompute(second[3], (stores[1],), tuple(second[:3]))]
+    assert sorted(dead) == sorted(first + second)
+    r = recompute_function(fn)
+    assert r is not None
+    text = render(r.function)
+    at = text.index("st.global.f32 [%rd6$rc0], %f1;")
+    assert text[at - 4:at] == ["cvt.s64.s32 %rd2$rc0, %r3;", "shl.b64 %rd4$rc0, %rd2$rc0, 2;",
+                               "add.s64 %rd5$rc0, %rd1, %rd4$rc0;",
+                               "add.s64 %rd6$rc0, %rd5$rc0, 64;"]
+    assert text.index("bar.sync 0;") < at - 4
+    # two 64-bit offsets across the loop become the two 32-bit indices
+    assert (r.max_live_before, r.max_live_after) == ((11, 1), (9, 1))
+    check_recomputation(fn, r.function)
+    # with chains of three nothing is formed at the stores: the addresses stay live across
+    # the barrier
+    monkeypatch.setattr(pass_module, "MAX_CHAIN", 3)
+    assert not any(set(rec.uses) & set(stores) for rec in plan(fn)[0])
+
+
+def test_no_epilogue_chain_where_the_index_changes_before_the_store():
+    fn = _epilogue_fn("moved")
+    store = index_of(fn, "st.global.f32 [%rd6], %f1;")
+    assert not any(store in rec.uses for rec in plan(fn)[0])
+
+
+def test_validator_refuses_a_chain_of_four_whose_index_changes_before_the_store():
+    fn = _epilogue_fn("moved")
+    chain = [index_of(fn, "cvt.s64.s32 %rd2, %r3;"), index_of(fn, "shl.b64 %rd4, %rd2, 2;"),
+             index_of(fn, "add.s64 %rd5, %rd1, %rd4;")]
+    address = index_of(fn, "add.s64 %rd6, %rd5, 64;")
+    store = index_of(fn, "st.global.f32 [%rd6], %f1;")
+    bad = apply_recomputations(fn, [Recompute(address, (store,), tuple(chain))], chain + [address])
+    with pytest.raises(VerificationError, match=r"reads %rd6\$rc0 in place of %rd6"):
+        check_recomputation(fn, bad)
+
+
+def test_validator_refuses_a_chain_of_four_missing_a_link_or_with_a_changed_constant():
+    fn = _epilogue_fn("epilogue")
+    cvt, shl, based, address = (index_of(fn, "cvt.s64.s32 %rd2, %r3;"),
+                                index_of(fn, "shl.b64 %rd4, %rd2, 2;"),
+                                index_of(fn, "add.s64 %rd5, %rd1, %rd4;"),
+                                index_of(fn, "add.s64 %rd6, %rd5, 64;"))
+    store = index_of(fn, "st.global.f32 [%rd6], %f1;")
+    good = apply_recomputations(fn, [Recompute(address, (store,), (cvt, shl, based))],
+                                [cvt, shl, based, address])
+    check_recomputation(fn, good)
+    # the shift's copy left out: the base add's copy reads %rd4, whose definition is dead
+    bad = apply_recomputations(fn, [Recompute(address, (store,), (cvt, based))],
+                               [cvt, shl, based, address])
+    with pytest.raises(VerificationError, match="not a dead pure instruction"):
+        check_recomputation(fn, bad)
+    # the inserted shift by 3 instead of 2: the address read at the store is another value
+    for k, s in enumerate(good.body):
+        if getattr(s, "opcode", "") == "shl.b64" and s.defs[0] >= len(fn.regs):
+            good.body[k] = s.copy_with([s.ops[0], s.ops[1], Imm("3")])
+            break
+    else:
+        raise AssertionError("no inserted shift")
+    with pytest.raises(VerificationError, match=r"reads %rd6\$rc0 in place of %rd6"):
+        check_recomputation(fn, good)
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("allocator,k", [("briggs", 8), ("fatpoint", 8), ("briggs", 255)])
+def test_the_epilogue_chain_is_proven_from_the_original_and_assembles(tmp_path, capsys,
+                                                                      allocator, k):
+    text = EPILOGUE.read_text()
+    res = allocate(text, k, allocator, filename=str(EPILOGUE))
+    assert {f.verified for f in res.functions} == {True}
+    assert re.search(r"//@recompute 4\+\d+\+\d+\+\d+>\d+ 5\+\d+\+\d+\+\d+>\d+", res.ptx)
+    verify_modules(parse(text, str(EPILOGUE)), parse_allocated(res.ptx, "alloc.ptx"))
+    out = tmp_path / "epilogue.allocated.ptx"
+    out.write_text(res.ptx)
+    assert main(["verify", str(EPILOGUE), str(out)]) == 0
+    if ptxas.available():
+        got = ptxas.assemble(res.ptx, "sm_80")
+        assert got.ok, got.output
+
+
+@pytest.mark.parametrize("path", sorted(TRITON.glob("*.ptx")) + [DATA / "loops_sm80.ptx", EPILOGUE],
+                         ids=lambda p: p.name)
+def test_a_plan_that_took_no_new_step_is_the_unshared_plan(path):
+    """``novel`` is what lets recompute_choices skip the plan without shared extensions: a
+    plan that took no step that one would not (no shared operand extended, no chain deeper
+    than three, no extension chosen over a chain) is that plan, record for record."""
+    from ptxalloc.passes.recompute import _plan
+    for fn in parse_file(str(path)).functions:
+        for trade in (False, True):
+            made = _plan(fn, True, trade, share=True)
+            if not made.novel:
+                alone = _plan(fn, True, trade, share=False)
+                assert (alone.records, sorted(alone.dead)) == (made.records, sorted(made.dead))

@@ -297,11 +297,13 @@ def test_wmma_schedule_proven_through_the_chain_and_assembles(tmp_path):
         f = res.functions[0]
         assert f.verified and "//@schedule" in res.ptx
         p = plain.functions[0]
-        # briggs at 48: 96 and 256 bytes before giving way (knob SpillEvictGroup=0)
+        # briggs at 48: 96 and 256 bytes before giving way (knob SpillEvictGroup=0); before
+        # shared extensions in recomputation (branch epilogue6) 64 and 192 bytes, 56 and 72
+        # registers at 255
         assert (f.registers, f.spill_stores_bytes + f.spill_loads_bytes) == \
-            {48: (48, 64), 255: (56, 0)}[k]
+            {48: (48, 32), 255: (50, 0)}[k]
         assert (p.registers, p.spill_stores_bytes + p.spill_loads_bytes) == \
-            {48: (48, 192), 255: (72, 0)}[k]
+            {48: (48, 208), 255: (66, 0)}[k]
         out = tmp_path / f"{allocator}.ptx"
         out.write_text(res.ptx)
         assert main(["verify", str(WMMA), str(out)]) == 0

@@ -88,7 +88,7 @@ def test_compaction_without_its_search_reaches_max_live(monkeypatch):
     monkeypatch.setattr(compact_module, "SEARCH_MAX_NODES", 0)
     for allocator in ("briggs", "fatpoint"):
         res = allocate(FRAGMENTED_PAIRS, registers=255, allocator=allocator,
-                       knobs={"schedule": 0})
+                       knobs={"schedule": 0, "recompute": 0})
         (fr,) = res.functions
         assert fr.spilled_values == 0
         assert fr.max_live_legalized == 5
@@ -186,10 +186,13 @@ def test_compact_never_raises_the_count_and_stays_valid(text):
 # -- Triton kernels (tests/data/triton) ------------------------------------------------------
 
 @pytest.mark.parametrize("allocator", ["briggs", "fatpoint"])
-@pytest.mark.parametrize("name,max_live", [("sm80_matmul.ptx", 139), ("sm80_attn_fwd.ptx", 171)])
-def test_triton_kernels_reach_max_live_at_k255(name, max_live, allocator, monkeypatch):
-    """Without the squeaky wheel Briggs ends a register above MaxLive on both (140 and 172:
-    tuples of ``mma`` fragments and ``ld.v4`` results among the scalars); with it both
+@pytest.mark.parametrize("name,max_live,without_wheel", [("sm80_matmul.ptx", 120, 120),
+                                                         ("sm80_attn_fwd.ptx", 93, 94)])
+def test_triton_kernels_reach_max_live_at_k255(name, max_live, without_wheel, allocator,
+                                               monkeypatch):
+    """Without the squeaky wheel Briggs ends a register above MaxLive on attn_fwd (94:
+    tuples of ``mma`` fragments and ``ld.v4`` results among the scalars; the matmul, its
+    epilogue's addresses formed at the stores, it reaches 120 without); with it both
     allocators reach MaxLive of the scheduled code and the checker proves the allocation."""
     text = (DATA / "triton" / name).read_text()
     res = allocate(text, registers=255, allocator=allocator)
@@ -201,7 +204,7 @@ def test_triton_kernels_reach_max_live_at_k255(name, max_live, allocator, monkey
     if allocator == "briggs":
         monkeypatch.setattr(compact_module, "squeaky_wheel", lambda p, target: None)
         (without,) = allocate(text, registers=255, allocator=allocator).functions
-        assert without.registers == max_live + 1
+        assert without.registers == without_wheel
 
 
 # -- "proven minimal" is a proof, checked by brute force ------------------------------------
@@ -289,9 +292,11 @@ def test_an_allocation_claimed_minimal_has_none_one_register_smaller(text):
 
 def test_a_count_the_tool_beats_at_a_smaller_budget_is_not_claimed_minimal():
     path = DATA / "hand" / "optimal_claim_copies.ptx"
-    (fr,) = allocate(path.read_text(), registers=255).functions
+    # as written (recomputed at its use, a copy's value needs 4 registers at once at 255 too)
+    as_written = {"recompute": 0}
+    (fr,) = allocate(path.read_text(), registers=255, knobs=as_written).functions
     assert fr.registers == 5 and fr.extra["registers_optimal"] is False
-    (at4,) = allocate(path.read_text(), registers=4).functions
+    (at4,) = allocate(path.read_text(), registers=4, knobs=as_written).functions
     assert at4.registers == 4 and at4.spilled_values == 0 and at4.verified is True
 
 

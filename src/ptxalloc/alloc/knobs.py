@@ -170,7 +170,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("recompute", None, 2, True, 0,
          "ptxalloc's own: 1 = cheap values, addresses and predicates recomputed at their uses "
          "before allocation (passes/recompute.py), 2 = also with the definitions of operands "
-         "not live there (chains up to three deep; a 32-bit index kept for a 64-bit offset), "
+         "not live there (chains up to four deep; a 32-bit index and a shared base kept for a "
+         "64-bit offset or address), "
          "0 = off", maximum=2, scope="all"),
     Knob("induction", None, 0, True, 0,
          "ptxalloc's own: 1 = loop-carried families of 64-bit pointers advanced by one stride "

@@ -24,10 +24,25 @@ at its uses when
   it is itself a candidate whose definition is available at the use and whose operands are
   live there: its definition is copied too, first, a *chain* of at most :data:`MAX_CHAIN`
   instructions (the same rule, no other value's range grows), and an operand definition that
-  nothing reads any more is left out; or, last, an operand read by nothing but this definition
-  and narrower than the value (``%idx``, 32 bits, for the 64-bit ``%off``): its range then takes
-  over the value's, one register where there were two, as ptxas keeps a 32-bit index per
-  element and forms the address at the access;
+  nothing reads any more is left out; or, last, an operand whose range is *extended* to the
+  use: one read by nothing but this definition, or any general register. An extended
+  operand's new range lies within its old one and the value's (every path to the use passes
+  the definition, which reads it, and neither changes in between; for a chain's operand, the
+  chain values' too, which end at the use or at their last other reader), so the extended
+  operands together must be narrower than the value (``%idx``, 32 bits, for the 64-bit
+  ``%off``: one register where there were two, as ptxas keeps a 32-bit index per element and
+  forms the address at the access), each counted at its width shared among its readers (a
+  64-bit base read by 32 address computations, each formed at its store, is extended once
+  for all, as ptxas keeps one base live: Triton's epilogues compute every address of a tile,
+  ``cvt``/``mul.wide`` -> ``shl`` -> ``add`` base -> ``add`` offset, before a barrier and store
+  through them after it). Per operand the cheaper of a chain and an extension is taken. When
+  all values are planned the shares are *settled*: a value whose extended operands, each
+  shared among the values really extending it, cost its width or more is left as written
+  (until every value kept pays), unless it is recomputed at one use only and the operands it
+  alone extends cost no more than its width (its chain is moved there, not copied, and its
+  ranges merge into theirs). No shared operand's range is extended into a ``wgmma`` fence
+  stretch (``wgmma.fence`` to ``wgmma.commit_group``), where the group's asynchronous
+  registers may not be written and the allocator has fewer registers to reload into;
 * for a predicate (a ``setp``, or ``and``/``or``/``xor``/``not.pred`` of predicates) when the
   function keeps more predicates live at once than P0-P6 hold, a second plan also reads its
   32-bit operands at the use with their ranges extended (Triton's matmul keeps 33 predicates
@@ -84,7 +99,14 @@ PREDICATE_LOGIC = frozenset(("and", "or", "xor", "not"))
 MAX_RECOMPUTATIONS = 8
 
 #: The most definitions copied at one use: the value's and those of operands not live there.
-MAX_CHAIN = 3
+MAX_CHAIN = 4
+
+#: The same for the plan without shared extensions (``share=False``), the planner as it was
+#: before them: its greedy choices with longer chains can pin operands that shorter ones
+#: leave free (rodinia's ``bpnn_layerforward``: MaxLive 15 with chains of 3, 18 with 4).
+MAX_CHAIN_UNSHARED = 3
+
+_GENERAL = (RegClass.GPR32, RegClass.GPR64)
 
 
 @record
@@ -163,22 +185,34 @@ def recompute_choices(fn: Function, chains: bool = True) -> list[Recomputed | No
         else:
             old_p = pressure_of(fn)
         before = (old_p.max_live, old_p.max_preds)
+
+        def made_into(made: _Plan) -> Recomputed | None:
+            if not made.records:
+                return None
+            new = made.applied or apply_recomputations(fn, made.records, made.dead)
+            new_p = pressure_of(new)
+            after = (new_p.max_live, new_p.max_preds)
+            if after[0] <= before[0] and after[1] <= before[1]:
+                return Recomputed(new, made.records, made.dead, before, after)
+            return None
+
         out: list[Recomputed | None] = []
         first = None
         for trade in (False, True) if chains and old_p.max_preds > PRED_REGS else (False,):
             if trade:
-                made = _plan(fn, chains, True)
-            records, dead = made.records, made.dead
-            if trade and (records, dead) == first:
+                made = _plan(fn, chains, True, setup=made.setup)
+            got = made_into(made)
+            if made.novel:
+                # the greedy plan without shared extensions, where it needs fewer registers
+                # (planned only where this one took a step that plan would not)
+                alone = made_into(_plan(fn, chains, trade, share=False, setup=made.setup))
+                if alone is not None and (got is None or registers_needed(alone.max_live_after)
+                                          < registers_needed(got.max_live_after)):
+                    got = alone
+            chosen = (got.records, got.dead) if got is not None else None
+            if trade and chosen == first:
                 break           # the trade changes nothing: one choice
-            first = records, dead
-            got = None
-            if records:
-                new = made.applied or apply_recomputations(fn, records, dead)
-                new_p = pressure_of(new)
-                after = (new_p.max_live, new_p.max_preds)
-                if after[0] <= before[0] and after[1] <= before[1]:
-                    got = Recomputed(new, records, dead, before, after)
+            first = chosen
             out.append(got)
         return out
 
@@ -189,14 +223,16 @@ def registers_needed(max_live: tuple[int, int]) -> int:
     return max_live[0] + max(0, max_live[1] - PRED_REGS)
 
 
-def plan(fn: Function, chains_allowed: bool = True,
-         trade_predicates: bool = False) -> tuple[list[Recompute], list[int]]:
+def plan(fn: Function, chains_allowed: bool = True, trade_predicates: bool = False,
+         share: bool = True) -> tuple[list[Recompute], list[int]]:
     """The recomputations to make and the definitions they leave dead; with
     ``chains_allowed``, a definition whose operand is not live at a use is recomputed there
     together with that operand's own definition; with ``trade_predicates``, a predicate is
-    recomputed at its uses with its 32-bit operands' ranges extended there (module
-    docstring)."""
-    made = _plan(fn, chains_allowed, trade_predicates)
+    recomputed at its uses with its 32-bit operands' ranges extended there; with ``share``
+    (and chains), a general register read elsewhere too may have its range extended to the
+    use, of a chain and an extension the cheaper is taken, and chains are up to
+    :data:`MAX_CHAIN` long (else :data:`MAX_CHAIN_UNSHARED`; module docstring)."""
+    made = _plan(fn, chains_allowed, trade_predicates, share)
     return made.records, made.dead
 
 
@@ -205,16 +241,36 @@ class _Plan:
     """:func:`plan`'s result with what it computed on the way, for
     :func:`recompute_choices` not to compute it again: the CFG and liveness of ``fn``, and the
     records applied when checking for unread chain definitions (None when that needed no
-    application)."""
+    application), and whether it took a step the plan without shared extensions would not
+    (``novel``: without one, that plan is this one)."""
 
     records: list[Recompute]
     dead: list[int]
     cfg: CFG
     liveness: Liveness | None = None
     applied: Function | None = None
+    novel: bool = False
+    setup: _Setup | None = None
 
 
-def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) -> _Plan:
+@record
+class _Setup:
+    """What :func:`_plan` computes of ``fn`` before planning, the same for every plan of it
+    (with or without trading predicates or sharing): the CFG, each register's readers, the
+    candidates, the available definitions, the liveness (and its per-block lists, filled as
+    planning asks) and the fence stretches."""
+
+    cfg: CFG
+    uses_at: dict
+    readers: dict
+    define: dict
+    available: dict | None = None
+    liveness: Liveness | None = None
+    live_before: dict | None = None
+    fenced: set | None = None
+
+
+def _setup(fn: Function) -> _Setup:
     cfg = CFG(fn)
     instrs = cfg.instrs
     regs = fn.regs
@@ -243,14 +299,29 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
                 and (regs.vec[ins.defs[0]] == 0) and regs.classes[ins.defs[0]] != RegClass.B128:
             define[ins.defs[0]] = i
     if not define:
-        return _Plan([], [], cfg)
-    available = _available_before(cfg, instrs, define)
-    liveness = Liveness(cfg)
+        return _Setup(cfg, uses_at, readers, define)
+    return _Setup(cfg, uses_at, readers, define, _available_before(cfg, instrs, define),
+                  Liveness(cfg), {}, _fenced(instrs))
+
+
+def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
+          share: bool = True, setup: _Setup | None = None) -> _Plan:
+    setup = setup or _setup(fn)
+    cfg, define = setup.cfg, setup.define
+    if not define:
+        return _Plan([], [], cfg, setup=setup)
+    instrs = cfg.instrs
+    regs = fn.regs
+    max_chain = MAX_CHAIN if share else MAX_CHAIN_UNSHARED
+    uses_at, readers, fenced = setup.uses_at, setup.readers, setup.fenced
+    available, liveness, live_before = setup.available, setup.liveness, setup.live_before
     trading = [False]       # a predicate is being planned and may take operands' ranges
-    live_before: dict[int, list[int]] = {}
+    novel = [False]         # a step the plan without shared extensions would not take
     records = []
     dead = []
     pinned = 0          # operands of recomputed definitions: their own definitions must stay
+    gone = 0            # values recomputed: their definitions are left out
+    accepted = []       # (value, definition, extended operands, records) per value
 
     def live_at(j: int) -> int:
         blk = cfg.block_of[j]
@@ -263,25 +334,52 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
                    extended: list[int]) -> bool:
         """Whether operand ``u`` of instruction ``reader`` can be had at ``j``: recomputed there
         too when ``reader`` is its only reader (it then dies), else live there anyway, else
-        recomputed there, else, when ``reader`` is its only reader, read there with its range
-        extended (``extended`` collects it); appends definitions to copy, innermost first."""
+        recomputed there, else read there with its range extended (``extended`` collects it)
+        when ``reader`` is its only reader or it is a general register (outside a fence
+        stretch): :func:`_narrower` and :func:`_settled` then bound the widths (module
+        docstring); of a chain and an extension the cheaper; appends definitions to copy,
+        innermost first. A value already recomputed (its definition left out) can only be
+        copied again."""
         only = readers[u] == {reader}
+        extendable = only or (trading[0] and regs.classes[u] == RegClass.GPR32) \
+            or (share and not trading[0] and regs.classes[u] in _GENERAL and j not in fenced)
+        is_live = live >> u & 1 and not gone >> u & 1
         if only and u in define and depth > 0:
             trial, trial_ext = list(chain), list(extended)
-            if chain_for(u, j, live, depth, trial, trial_ext):
+            if chain_for(u, j, live, depth, trial, trial_ext) \
+                    and (is_live or not cheaper_extended(u, trial_ext, extended)):
                 chain[:], extended[:] = trial, trial_ext
                 return True
-        if live >> u & 1:
+        if gone >> u & 1:
+            return False
+        if is_live:
             return True
         if not only and depth > 0:
             trial, trial_ext = list(chain), list(extended)
-            if chain_for(u, j, live, depth, trial, trial_ext):
+            if chain_for(u, j, live, depth, trial, trial_ext) \
+                    and not (extendable and cheaper_extended(u, trial_ext, extended)):
                 chain[:], extended[:] = trial, trial_ext
                 return True
-        if only or (trading[0] and regs.classes[u] == RegClass.GPR32):
+        if extendable:
+            if not only and not trading[0]:
+                novel[0] = True
             extended.append(u)
             return True
         return False
+
+    def cheaper_extended(u: int, trial_ext: list[int], extended: list[int]) -> bool:
+        """Whether extending ``u``'s range costs no more than extending the ranges a chain
+        recomputing it extends (``trial_ext`` beyond ``extended``; :func:`_extension_cost`):
+        the chain is then not worth its copies. Not while trading predicates: that plan wants
+        a predicate's 32-bit operands rather than the predicate."""
+        if trading[0] or not share:
+            return False
+        added = set(trial_ext) - set(extended)
+        if sum(_extension_cost(regs, w, readers) for w in added) \
+                < _extension_cost(regs, u, readers):
+            return False
+        novel[0] = True
+        return True
 
     def chain_for(u: int, j: int, live: int, depth: int, chain: list[int],
                   extended: list[int]) -> bool:
@@ -290,6 +388,8 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
         k = define.get(u)
         if k is None or depth == 0 or not available[j] >> u & 1:
             return False
+        if depth <= MAX_CHAIN - MAX_CHAIN_UNSHARED:
+            novel[0] = True         # deeper than the unshared plan looks
         for w in set(instrs[k].uses):
             if not operand_at(w, k, j, live, depth - 1, chain, extended):
                 return False
@@ -320,7 +420,7 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
             live = live_at(j)
             chain: list[int] = []
             if chains_allowed:
-                if not all(operand_at(u, i, j, live, MAX_CHAIN - 1, chain, extended)
+                if not all(operand_at(u, i, j, live, max_chain - 1, chain, extended)
                            for u in set(d.uses)):
                     break
             elif live & operands != operands:
@@ -330,43 +430,108 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False) ->
             ext = 0
             for u in extended:
                 ext |= 1 << u
-            if ext and not _narrower(regs, ext, v, trade_predicates):
+            if ext and not _narrower(regs, ext, v, trade_predicates, readers):
                 continue
             operands |= ext
+            served = []
             for j, chain in zip(sites, chains):
-                records.append(Recompute(i, (j,), chain))
+                served.append(Recompute(i, (j,), chain))
                 for k in chain:
                     for u in instrs[k].uses:
                         operands |= 1 << u
-            dead.append(i)
+            accepted.append((v, i, ext, served))
+            gone |= 1 << v
             pinned |= operands
+    for v, i, ext, served in _settled(regs, accepted, trade_predicates):
+        records.extend(served)
+        dead.append(i)
     records.sort()
     unread, applied = _unread_chain_definitions(fn, instrs, records, dead)
     dead.extend(unread)
-    return _Plan(records, dead, cfg, liveness, applied)
+    return _Plan(records, dead, cfg, liveness, applied, novel[0] and share, setup)
 
 
-def _narrower(regs, extended: int, v: int, trade_predicates: bool = False) -> bool:
+def _fenced(instrs) -> set[int]:
+    """The instructions from a ``wgmma.fence`` to the ``wgmma.commit_group`` after it, in text
+    order: a register the group's ``wgmma.mma_async`` accesses asynchronously may not be
+    written there (:mod:`ptxalloc.verify.fences`), so a range extended into them leaves the
+    allocator fewer registers to reload into; a shared operand's range is not extended there."""
+    fenced: set[int] = set()
+    inside = False
+    for i, ins in enumerate(instrs):
+        if ins.opcode.startswith(isa.WGMMA_FENCE):
+            inside = True
+        if inside:
+            fenced.add(i)
+        if ins.opcode.startswith("wgmma.commit_group"):
+            inside = False
+    return fenced
+
+
+def _narrower(regs, extended: int, v: int, trade_predicates: bool = False,
+              readers: dict[int, set[int]] | None = None) -> bool:
     """Whether the general registers of the bitset ``extended`` together are narrower than
-    ``v``, whose range theirs take over; for a predicate ``v``, when ``trade_predicates``
-    (more predicates live at once than P0-P6), 32-bit registers are: a predicate beyond the
-    file would take a general register anyway, spilled there by ``selp`` and reloaded by
-    ``setp`` (ptxas's ``ISETP`` right before the guarded access), and the operands are often
-    shared (a bound every ``setp`` reads); :func:`recompute_function` (and, after scheduling,
-    :func:`ptxalloc.pipeline.pre_passes`) keeps the plan only when it needs fewer registers in
-    all than the plan without the trade."""
+    ``v``, whose range theirs take over, each counted by :func:`_extension_cost` (its width
+    shared among its readers; all of it without ``readers``); for a predicate ``v``, when
+    ``trade_predicates`` (more predicates live at once than P0-P6), 32-bit registers are: a
+    predicate beyond the file would take a general register anyway, spilled there by ``selp``
+    and reloaded by ``setp`` (ptxas's ``ISETP`` right before the guarded access), and the
+    operands are often shared (a bound every ``setp`` reads); :func:`recompute_function` (and,
+    after scheduling, :func:`ptxalloc.pipeline.pre_passes`) keeps the plan only when it needs
+    fewer registers in all than the plan without the trade."""
     if regs.classes[v] == RegClass.PRED:
         return trade_predicates and all(regs.classes[u] == RegClass.GPR32
                                         for u in range(extended.bit_length())
                                         if extended >> u & 1)
-    if regs.classes[v] not in (RegClass.GPR32, RegClass.GPR64):
+    if regs.classes[v] not in _GENERAL:
         return False
-    width = 0
+    width = 0.0
     for u in set_bits(extended):
-        if regs.classes[u] not in (RegClass.GPR32, RegClass.GPR64):
+        if regs.classes[u] not in _GENERAL:
             return False
-        width += CLASS_BITS[regs.classes[u]]
+        width += _extension_cost(regs, u, readers)
     return width < CLASS_BITS[regs.classes[v]]
+
+
+def _settled(regs, accepted: list, trade_predicates: bool) -> list:
+    """The values of ``accepted`` (``(value, definition, extended operands, records)``) whose
+    extended operands, each now shared among the values that really extend it rather than
+    among all its readers, still cost less than the value's width (:func:`_narrower`); the
+    others are left as written, until every one kept pays. Leaving one out is safe: no record
+    reads a value recomputed (``gone``), and its operands stay where they are."""
+    kept = list(accepted)
+    while True:
+        sharers: dict[int, int] = {}
+        for _, _, ext, _ in kept:
+            for u in set_bits(ext):
+                sharers[u] = sharers.get(u, 0) + 1
+        now = [a for a in kept if not a[2] or regs.classes[a[0]] == RegClass.PRED
+               or _pays(regs, a, sharers)]
+        if len(now) == len(kept):
+            return kept
+        kept = now
+
+
+def _pays(regs, accepted, sharers: dict[int, int]) -> bool:
+    """Whether a value's extended operands cost less than its width, each shared among the
+    values extending it; or, recomputed at one use only (its chain moved there, not copied),
+    those it alone extends cost no more: it merges its chain's ranges into theirs."""
+    v, _, ext, served = accepted
+    width = CLASS_BITS[regs.classes[v]]
+    cost = sum(CLASS_BITS[regs.classes[u]] / sharers[u] for u in set_bits(ext))
+    if cost < width:
+        return True
+    alone = sum(CLASS_BITS[regs.classes[u]] for u in set_bits(ext) if sharers[u] == 1)
+    return len(served) == 1 and alone <= width
+
+
+def _extension_cost(regs, u: int, readers: dict[int, set[int]] | None) -> float:
+    """What extending ``u``'s range to a use costs one recomputation: its width, shared among
+    the instructions reading it (a 64-bit base read by 32 address computations, each
+    recomputed at its store, is extended once for all 32: ptxas keeps one base live and forms
+    each address at its access); whole without ``readers``."""
+    n = len(readers.get(u, ())) if readers is not None else 1
+    return CLASS_BITS[regs.classes[u]] / max(1, n)
 
 
 def _unread_chain_definitions(fn: Function, instrs, records: list[Recompute],
@@ -378,16 +543,32 @@ def _unread_chain_definitions(fn: Function, instrs, records: list[Recompute],
     inner = {k for r in records for k in r.inner} - set(dead)
     if not inner:
         return [], None
+    # what the applied records read, without applying them each round: a served instruction
+    # reads a copy in place of the value, a copy reads the copies before it in its chain
+    served: dict[int, set[int]] = {}
+    copies_read = 0
+    for r in records:
+        v = instrs[r.define].defs[0]
+        for u in r.uses:
+            served.setdefault(u, set()).add(v)
+        made: set[int] = set()
+        for k in r.inner + (r.define,):
+            for u in instrs[k].uses:
+                if u not in made:
+                    copies_read |= 1 << u
+            made.add(instrs[k].defs[0])
     gone = set(dead)
     while True:
-        read = 0
-        new = apply_recomputations(fn, records, sorted(gone))
-        for ins in new.instructions():
-            for u in ins.uses:
-                read |= 1 << u
+        read = copies_read
+        for k, ins in enumerate(instrs):
+            if k not in gone:
+                skip = served.get(k)
+                for u in ins.uses:
+                    if skip is None or u not in skip:
+                        read |= 1 << u
         unread = {k for k in inner - gone if not read >> instrs[k].defs[0] & 1}
         if not unread:
-            return sorted(gone - set(dead)), new
+            return sorted(gone - set(dead)), apply_recomputations(fn, records, sorted(gone))
         gone |= unread
 
 

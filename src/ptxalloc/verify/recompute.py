@@ -335,7 +335,7 @@ def _prove_substitutions(rewritten: Function, combined: list, checks, where) -> 
 
 
 #: How deep :func:`_same_value` follows operands (a recomputed chain is at most this long).
-MAX_DEPTH = 4
+MAX_DEPTH = 6
 
 
 def _same_value(a: int, b: int, state: dict, depth: int) -> bool:
