@@ -141,9 +141,12 @@ def _bytes(path: str, name: str, k: int, knob_values: dict) -> int:
 @pytest.mark.skipif(corpus_root() is None, reason="../shared/corpus is absent")
 def test_histogram_raking_reduction_spills_what_fatpoint_spills():
     """thrust's RakingReduction at K = 24: three 32-bit sums spilled (84 bytes) became one sum
-    and the 64-bit shared address that blocked two of them (44 bytes, fat-point's figure)."""
-    assert _bytes(HISTOGRAM, RAKING, 24, OFF) == 84
-    assert _bytes(HISTOGRAM, RAKING, 24, {}) == 44
+    and the 64-bit shared address that blocked two of them (44 bytes, fat-point's figure).
+    Since recomputation forms addresses at their accesses (chains of four, shared operands:
+    docs/decisions.md, "Addresses formed at the access in Triton's epilogues") the kernel
+    spills 28 bytes with or without giving way (ptxas 16 to 20); the figure is held here."""
+    assert _bytes(HISTOGRAM, RAKING, 24, {"recompute": 2}) <= 28 < 44
+    assert _bytes(HISTOGRAM, RAKING, 24, OFF) <= 28
 
 
 @pytest.mark.corpus
@@ -158,12 +161,17 @@ def test_triton_layer_norm_keeps_its_address_when_the_rest_is_rematerialized():
     """Triton's layer norm (sm_80, shipped in tests/data) at K = 24: giving way once traded
     the 64-bit row address ``%rd2`` (120 bytes of spill code) for a value and a parameter load
     that is rematerialized (no spill code, counted at 256 bytes): 200 bytes, against 152
-    without giving way. Counting the load at no bytes keeps the address: 152, proven."""
+    without giving way. Counting the load at no bytes kept the address: 152. Since
+    recomputation forms the epilogue's addresses at their stores (docs/decisions.md,
+    "Addresses formed at the access in Triton's epilogues") the code allocated is another and
+    giving way changes nothing here (156 bytes with ``SpillEvictGroup`` 0, 1 or 2); the
+    test_a_rematerializable_node_counts_no_bytes_of_spill_code keeps the counting rule itself. This one holds the kernel's
+    figure, proven and assembled."""
     text = (DATA / "triton" / "sm80_layer_norm.ptx").read_text()
     res = allocate(text, 24)
     assert_verified(res)
     fr = res.functions[0]
-    assert fr.spill_stores_bytes + fr.spill_loads_bytes <= 152 < 200
+    assert fr.spill_stores_bytes + fr.spill_loads_bytes <= 156 < 200
     if ptxas.available():
         out = ptxas.assemble(res.ptx, "sm_80")
         assert out.ok, out.output
@@ -189,7 +197,16 @@ BISECT = ("gpuocelot/tests/ptx/sdk2.2/bisect_large.ptx",
 @pytest.mark.corpus
 @pytest.mark.skipif(corpus_root() is None, reason="../shared/corpus is absent")
 def test_bisect_mult_intervals_keeps_the_allocation_without_giving_way():
-    """bisectKernelLarge_MultIntervals at K = 24: giving way lowers the first round's cost but
-    a later round spills more (112 bytes); without it, 100. The default keeps 100, proven."""
-    assert _bytes(*BISECT, 24, {"SpillEvictGroup": 1}) == 112
-    assert _bytes(*BISECT, 24, {}) == 100
+    """bisectKernelLarge_MultIntervals at K = 24: giving way lowered the first round's cost
+    but a later round spilled more (112 bytes against 100 without it) and the default kept 100.
+    With addresses formed at their accesses (recomputation's chains of four) both give 80;
+    with ``recompute=1`` giving way is the better (84 against 100). Either way the default
+    (``SpillEvictGroup=2``) keeps the fewer bytes of the two, proven."""
+    for recompute in (2, 1):
+        knobs = {"recompute": recompute}
+        without = _bytes(*BISECT, 24, {**knobs, "SpillEvictGroup": 0})
+        giving = _bytes(*BISECT, 24, {**knobs, "SpillEvictGroup": 1})
+        assert _bytes(*BISECT, 24, knobs) == min(without, giving)
+    assert _bytes(*BISECT, 24, {}) <= 80
+    assert _bytes(*BISECT, 24, {"recompute": 1}) == 84 < _bytes(
+        *BISECT, 24, {"recompute": 1, "SpillEvictGroup": 0})
