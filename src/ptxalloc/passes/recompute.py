@@ -40,9 +40,7 @@ at its uses when
   shared among the values really extending it, cost its width or more is left as written
   (until every value kept pays), unless it is recomputed at one use only and the operands it
   alone extends cost no more than its width (its chain is moved there, not copied, and its
-  ranges merge into theirs). No shared operand's range is extended into a ``wgmma`` fence
-  stretch (``wgmma.fence`` to ``wgmma.commit_group``), where the group's asynchronous
-  registers may not be written and the allocator has fewer registers to reload into;
+  ranges merge into theirs);
 * for a predicate (a ``setp``, or ``and``/``or``/``xor``/``not.pred`` of predicates) when the
   function keeps more predicates live at once than P0-P6 hold, a second plan also reads its
   32-bit operands at the use with their ranges extended (Triton's matmul keeps 33 predicates
@@ -257,8 +255,8 @@ class _Plan:
 class _Setup:
     """What :func:`_plan` computes of ``fn`` before planning, the same for every plan of it
     (with or without trading predicates or sharing): the CFG, each register's readers, the
-    candidates, the available definitions, the liveness (and its per-block lists, filled as
-    planning asks) and the fence stretches."""
+    candidates, the available definitions and the liveness (and its per-block lists, filled
+    as planning asks)."""
 
     cfg: CFG
     uses_at: dict
@@ -267,7 +265,6 @@ class _Setup:
     available: dict | None = None
     liveness: Liveness | None = None
     live_before: dict | None = None
-    fenced: set | None = None
 
 
 def _setup(fn: Function) -> _Setup:
@@ -301,7 +298,7 @@ def _setup(fn: Function) -> _Setup:
     if not define:
         return _Setup(cfg, uses_at, readers, define)
     return _Setup(cfg, uses_at, readers, define, _available_before(cfg, instrs, define),
-                  Liveness(cfg), {}, _fenced(instrs))
+                  Liveness(cfg), {})
 
 
 def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
@@ -313,7 +310,7 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
     instrs = cfg.instrs
     regs = fn.regs
     max_chain = MAX_CHAIN if share else MAX_CHAIN_UNSHARED
-    uses_at, readers, fenced = setup.uses_at, setup.readers, setup.fenced
+    uses_at, readers = setup.uses_at, setup.readers
     available, liveness, live_before = setup.available, setup.liveness, setup.live_before
     trading = [False]       # a predicate is being planned and may take operands' ranges
     novel = [False]         # a step the plan without shared extensions would not take
@@ -335,14 +332,13 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
         """Whether operand ``u`` of instruction ``reader`` can be had at ``j``: recomputed there
         too when ``reader`` is its only reader (it then dies), else live there anyway, else
         recomputed there, else read there with its range extended (``extended`` collects it)
-        when ``reader`` is its only reader or it is a general register (outside a fence
-        stretch): :func:`_narrower` and :func:`_settled` then bound the widths (module
+        when ``reader`` is its only reader or it is a general register: :func:`_narrower` and :func:`_settled` then bound the widths (module
         docstring); of a chain and an extension the cheaper; appends definitions to copy,
         innermost first. A value already recomputed (its definition left out) can only be
         copied again."""
         only = readers[u] == {reader}
         extendable = only or (trading[0] and regs.classes[u] == RegClass.GPR32) \
-            or (share and not trading[0] and regs.classes[u] in _GENERAL and j not in fenced)
+            or (share and not trading[0] and regs.classes[u] in _GENERAL)
         is_live = live >> u & 1 and not gone >> u & 1
         if only and u in define and depth > 0:
             trial, trial_ext = list(chain), list(extended)
@@ -449,23 +445,6 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
     unread, applied = _unread_chain_definitions(fn, instrs, records, dead)
     dead.extend(unread)
     return _Plan(records, dead, cfg, liveness, applied, novel[0] and share, setup)
-
-
-def _fenced(instrs) -> set[int]:
-    """The instructions from a ``wgmma.fence`` to the ``wgmma.commit_group`` after it, in text
-    order: a register the group's ``wgmma.mma_async`` accesses asynchronously may not be
-    written there (:mod:`ptxalloc.verify.fences`), so a range extended into them leaves the
-    allocator fewer registers to reload into; a shared operand's range is not extended there."""
-    fenced: set[int] = set()
-    inside = False
-    for i, ins in enumerate(instrs):
-        if ins.opcode.startswith(isa.WGMMA_FENCE):
-            inside = True
-        if inside:
-            fenced.add(i)
-        if ins.opcode.startswith("wgmma.commit_group"):
-            inside = False
-    return fenced
 
 
 def _narrower(regs, extended: int, v: int, trade_predicates: bool = False,
