@@ -360,3 +360,64 @@ def test_scalar_merges_into_a_tuple_member():
     mul = re.search(r"mul\.lo\.u32\s+%R\d+, (%R\d+),", res.ptx)
     assert ld and mul and mul.group(1) == ld.group(3)
 
+
+
+def _real_problems():
+    """(name, K, analysis) of the functions of some test inputs, at budgets that spill and
+    that do not."""
+    from conftest import DATA
+    for name in ("locals_G_sm80.ptx", "texture_sm80.ptx", "vectors_sm80.ptx",
+                 "hand/optimal_claim_copies.ptx", "hand/brx.ptx", "hand/hoist_loop.ptx",
+                 "triton/sm80_softmax.ptx", "triton/sm80_matmul.ptx"):
+        module = parse((DATA / name).read_text())
+        for fn in module.functions:
+            an = analyze_function(fn, profile_for(None, "sm_80"))
+            for k in (16, 32, 255):
+                yield f"{name}:{fn.name}@{k}", k, an
+
+
+def test_briggs_weight_bound_decides_as_the_walk(monkeypatch):
+    """Briggs's test (plain and into a tuple) answers yes at once when the neighbours' weights
+    cannot reach the limit even if all were significant (issue 16: most copies of a large
+    function); coalescing and the merges into tuples (:mod:`tuple_reuse`) then merge exactly
+    what the walk over the neighbours merges, on real functions at three budgets."""
+    from ptxalloc.alloc.tuple_reuse import affinities, reuse_tuple_units
+
+    def run(an, k):
+        p = Problem.from_analysis(an, RegFile(k))
+        stats = coalesce(p)
+        reused = reuse_tuple_units(p, affinities(an))
+        return p.parent, p.offset, p.merges, stats.coalesced, reused
+
+    real_bits = coalesce_mod.bits
+    walked = {"bound": 0, "walk": 0}       # neighbour sets unpacked, with and without it
+    for label, k, an in _real_problems():
+        for way in ("bound", "walk"):
+            if way == "walk":
+                monkeypatch.setattr(coalesce_mod, "_weight_bound", lambda p, shape, nbrs: None)
+
+            def counting(x, way=way):
+                walked[way] += 1
+                return real_bits(x)
+            monkeypatch.setattr(coalesce_mod, "bits", counting)
+            got = run(an, k)
+            if way == "bound":
+                fast = got
+            else:
+                assert got == fast, label
+            monkeypatch.undo()
+    assert walked["bound"] < walked["walk"] / 2
+
+
+def test_problem_copy_is_a_fresh_problem():
+    """:meth:`Problem.copy` (the driver colors one round's problem up to three times) gives
+    what building the problem again gives, and coalescing the copy leaves the original as
+    built."""
+    for label, k, an in _real_problems():
+        regfile = RegFile(k)
+        built = Problem.from_analysis(an, regfile)
+        copy = built.copy()
+        assert vars(copy) == vars(Problem.from_analysis(an, regfile)), label
+        merged = coalesce(copy).coalesced
+        assert vars(built) == vars(Problem.from_analysis(an, regfile)), label
+        assert not merged or vars(copy) != vars(built)

@@ -227,6 +227,31 @@ class Problem:
                    _reg_bytes(regs), groups, moves, Program.from_analysis(analysis),
                    precolored, pinned, prefer, bank_adj)
 
+    def copy(self) -> "Problem":
+        """A copy that coalescing and coloring change apart from this one: what a fresh
+        :meth:`from_analysis` of the same analysis and inputs builds, without translating the
+        adjacency and weighing the degrees again (issue 16: the driver colors one round's
+        problem up to three times). The per-register inputs and the program, which nothing
+        changes, are shared."""
+        new = object.__new__(Problem)
+        new.__dict__.update(self.__dict__)
+        new.parent = list(self.parent)
+        new.offset = list(self.offset)
+        new.shape = list(self.shape)
+        new.members = {n: list(m) for n, m in self.members.items()}
+        new.is_group = list(self.is_group)
+        new.pinned = set(self.pinned)
+        new.cost = list(self.cost)
+        new.adj = dict(self.adj)
+        new.precolored = dict(self.precolored)
+        new.moves = list(self.moves)
+        new.prefer = dict(self.prefer)
+        new.prefer_by_reg = dict(self.prefer_by_reg)
+        new.placements = dict(self.placements)
+        new.shape_masks = dict(self.shape_masks)
+        new.wdeg = dict(self.wdeg)
+        return new
+
     def register_starts(self, start: dict[int, int]) -> dict[int, int]:
         """Every register's start unit under an assignment of nodes (the walk along alias
         chains, seed 004's sub_94FDD0): the copies coalesced into a node and a tuple's members

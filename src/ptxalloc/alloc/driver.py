@@ -197,6 +197,8 @@ class Allocation:
     uniform: UniformPlacement | None = None   # values in UR/UP (also in ``pinned``)
     analysis: FunctionAnalysis | None = None
     problem: Problem | None = None
+    # the round's problem as built, before coalescing: each coloring of it starts from a copy
+    uncoalesced: Problem | None = None
     coloring: Coloring | None = None
     promoted_registers: int = 0         # registers used by promoted spill slots (see _finish)
     tuple_reused: int = 0               # the last round's merges into tuples (:mod:`tuple_reuse`)
@@ -495,6 +497,9 @@ def _analyse(a: Allocation) -> dict:
     weight = knob_table.resolve(a.options.knobs)["SpillStaticWeight"]
     if weight:
         _add_static_cost(analysis, weight, cheap)
+    a.uncoalesced = Problem.from_analysis(
+        a.analysis, a.regfile, {**a.info.precolored, **a.relief_precolored}, a.pinned,
+        prefer=convention.callee_saved_preference(a.analysis, a.conv, a.info))
     a.problem = _problem(a)
     return remat
 
@@ -520,10 +525,9 @@ def _add_static_cost(analysis: FunctionAnalysis, weight: float, cheap: dict) -> 
 
 
 def _problem(a: Allocation) -> Problem:
-    """The round's uncoalesced :class:`~api.Problem` from its analysis."""
-    return Problem.from_analysis(
-        a.analysis, a.regfile, {**a.info.precolored, **a.relief_precolored}, a.pinned,
-        prefer=convention.callee_saved_preference(a.analysis, a.conv, a.info))
+    """The round's uncoalesced :class:`~api.Problem` from its analysis (a copy of the one
+    :func:`_analyse` built)."""
+    return a.uncoalesced.copy()
 
 
 def _second_chances(a: Allocation, merged: bool, remat: dict) -> None:
@@ -636,8 +640,9 @@ def _compact(a: Allocation) -> None:
     def plain_problem() -> Problem:
         nonlocal plain
         if plain is None:
-            plain = Problem.from_analysis(analysis, a.regfile, a.info.precolored, a.pinned,
-                                          prefer=problem.prefer_by_reg)
+            # the round's problem before coalescing, where no register was fixed for relief
+            plain = _problem(a) if not a.relief_precolored else Problem.from_analysis(
+                analysis, a.regfile, a.info.precolored, a.pinned, prefer=problem.prefer_by_reg)
         return plain
 
     def plain_registers() -> int | None:
