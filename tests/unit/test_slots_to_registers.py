@@ -166,3 +166,45 @@ def test_promoted_copies_keep_off_a_wgmmas_registers_after_its_fence(monkeypatch
     monkeypatch.setattr(promote, "fenced_units", lambda cfg, mask_of: [0] * len(cfg.instrs))
     with pytest.raises(VerificationError, match="after a wgmma.fence and before a wgmma"):
         allocate(text, 128, allocator="briggs")
+
+
+@pytest.mark.parametrize("name,k", [("pressure_sm80.ptx", 24), ("tensor_sm80.ptx", 28),
+                                    ("triton/sm80_matmul.ptx", 32)])
+def test_busy_units_are_the_units_of_the_live_registers(monkeypatch, name, k):
+    """:func:`busy_units` keeps the occupied units from one point to the next (issue 16);
+    at every point of every call in real spilling allocations they are what the definition
+    says: the units of each register live after the instruction, of those it defines, what a
+    call destroys there and the fenced units, found here from scratch."""
+    from ptxalloc.analysis.liveness import Liveness
+    from ptxalloc.spill import promote
+    from ptxalloc.target.units import GPR
+
+    real = promote.busy_units
+    checked = []
+
+    def from_scratch(cfg, start, shapes, clobbers):
+        mask_of = [0] * len(cfg.fn.regs)
+        for v, s in start.items():
+            if shapes[v].file == GPR:
+                mask_of[v] = shapes[v].mask(s)
+        liveness = Liveness(cfg)
+        fenced = promote.fenced_units(cfg, mask_of)
+        want = []
+        for b in cfg.blocks:
+            for k_, (ins, live) in enumerate(zip(b.instrs, liveness.live_after(b.id))):
+                units = clobbers.get(id(ins), 0) | fenced[b.first + k_]
+                for v in list(ins.defs) + [v for v in range(len(mask_of)) if live >> v & 1]:
+                    units |= mask_of[v]
+                want.append(units)
+        return want
+
+    def checking(cfg, start, shapes, clobbers):
+        got = real(cfg, start, shapes, clobbers)
+        assert got == from_scratch(cfg, start, shapes, clobbers)
+        checked.append(len(got))
+        return got
+
+    monkeypatch.setattr(promote, "busy_units", checking)
+    res = allocate((DATA / name).read_text(), k, allocator="briggs")
+    assert_verified(res)
+    assert checked and sum(checked) > 50

@@ -22,8 +22,6 @@ registers up to the budget, and reports the registers so used.
 
 from __future__ import annotations
 
-from functools import reduce
-from operator import or_
 
 from ..analysis.liveness import Liveness
 from ..ir import build, isa
@@ -113,12 +111,40 @@ def busy_units(cfg: CFG, start: dict[int, int], shapes: dict[int, Shape],
     for v, s in start.items():
         if shapes[v].file == GPR:
             mask_of[v] = shapes[v].mask(s)
-    units_of = mask_of.__getitem__
+    placed = 0                              # the registers holding units
+    for v, m in enumerate(mask_of):
+        if m:
+            placed |= 1 << v
     liveness = Liveness(cfg)
     busy = [0] * len(cfg.instrs)
+    # the units of the live registers, kept from one point to the next: only the registers
+    # entering or leaving the live set (a few) change them; a unit stays occupied while any
+    # live register holds it (coalesced copies share units), hence a count per unit
+    held = [0] * (max(mask_of, default=0).bit_length())
+    occupied = 0
+    before = 0
     for b in cfg.blocks:
         for k, (ins, live) in enumerate(zip(b.instrs, liveness.live_after(b.id))):
-            units = reduce(or_, map(units_of, bits(live)), clobbers.get(id(ins), 0))
+            live &= placed
+            if live != before:
+                for v in bits(live ^ before):
+                    m = mask_of[v]
+                    if live >> v & 1:
+                        occupied |= m
+                        while m:
+                            low = m & -m
+                            held[low.bit_length() - 1] += 1
+                            m ^= low
+                    else:
+                        while m:
+                            low = m & -m
+                            u = low.bit_length() - 1
+                            held[u] -= 1
+                            if not held[u]:
+                                occupied ^= low
+                            m ^= low
+                before = live
+            units = occupied | clobbers.get(id(ins), 0)
             for d in ins.defs:
                 units |= mask_of[d]
             busy[b.first + k] = units
