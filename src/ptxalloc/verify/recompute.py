@@ -249,24 +249,29 @@ def _prove_substitutions(rewritten: Function, combined: list, checks, where) -> 
     fn = rewritten.copy()
     fn.body = combined
     cfg = CFG(fn)
-    exprs = [_expression(ins) for ins in cfg.instrs]
+    instrs = cfg.instrs
     # only the registers a substitution names, and transitively the operands of what defines
-    # them, matter; others' expressions are not tracked
-    defined_by: dict[int, list] = {}
-    for e in exprs:
-        if e is not None:
-            defined_by.setdefault(e[0], []).append(e)
+    # them, matter; others' expressions are not tracked (nor found: an expression's
+    # destination is its instruction's one definition, so only the instructions defining one
+    # tracked register alone are looked at)
+    sole_definer: dict[int, list[int]] = {}      # register -> instructions defining it alone
+    for i, ins in enumerate(instrs):
+        if len(ins.defs) == 1:
+            sole_definer.setdefault(ins.defs[0], []).append(i)
+    exprs: list = [None] * len(instrs)
     wanted: set[int] = set()
     work = [x for subs in checks.values() for pair in subs for x in pair]
     while work:
         x = work.pop()
         if x not in wanted:
             wanted.add(x)
-            for e in defined_by.get(x, ()):
-                work.extend(e[2])
+            for i in sole_definer.get(x, ()):
+                e = exprs[i] = _expression(instrs[i])
+                if e is not None:
+                    work.extend(e[2])
     readers: dict[int, set[int]] = {}        # register -> tracked registers whose expression reads it
     for e in exprs:
-        if e is not None and e[0] in wanted:
+        if e is not None:
             for u in e[2]:
                 readers.setdefault(u, set()).add(e[0])
 
