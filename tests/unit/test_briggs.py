@@ -343,3 +343,31 @@ def test_dense_degree_updates_color_exactly_like_the_plain_walk(monkeypatch, nam
     assert took
     assert (dense.stack, dense.start, dense.spilled, dense.optimistic) == \
         (plain.stack, plain.start, plain.spilled, plain.optimistic)
+
+
+@pytest.mark.parametrize("dense", [False, True])
+@pytest.mark.parametrize("name,k", [("triton/sm80_matmul.ptx", 40), ("triton/sm80_matmul.ptx", 255),
+                                    ("triton/sm80_softmax.ptx", 24), ("calls_sm80.ptx", 24)])
+def test_select_gathers_the_units_of_every_colored_neighbour(monkeypatch, name, k, dense):
+    """Select finds a node's colored neighbours in the list of neighbours still active when
+    simplify removed it, plus the precolored ones (issue 16: no second unpacking of the
+    adjacency); the replay, which looks at every colored neighbour, agrees, with the degrees
+    updated by the plain walk and by numpy, and with nodes precolored (a placement fixed
+    at the start of select, here the first node of each function's problem)."""
+    import numpy
+
+    import ptxalloc.alloc.briggs as briggs
+    if dense:
+        monkeypatch.setattr(briggs, "DENSE_NODES", 0)
+        monkeypatch.setattr(briggs, "DENSE_DEGREE", 0)
+        monkeypatch.setattr(briggs, "numpy_when_worth", lambda work: numpy)
+    checked = 0
+    for fn in parse_file(str(DATA / name)).functions:
+        p = problem_of(fn, k)
+        first = next((n for n in p.members if p.shape[n] == GPR32), None)
+        if first is not None:
+            p.precolored[first] = 2
+        c = color(p)
+        assert first is None or first not in c.stack
+        checked += check_select(p, c)
+    assert checked > 20

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from functools import reduce
+from operator import or_
 
 from ..target.units import blocking_weight
 from ..util import bits, numpy_when_worth
@@ -97,6 +99,10 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
     dense = _dense_degrees(p, active)
     if dense is not None:
         wdeg = dense.wdeg
+    # per removed node, its neighbours still active then: the nodes select colors before it
+    # (the ones removed after it), so that select gathers their units from this list instead
+    # of unpacking the neighbours again
+    later: dict[int, list[int]] = {}
 
     def remove(n: int) -> None:
         nonlocal active_mask
@@ -105,12 +111,14 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
         where[n] = "stack"
         result.stack.append(n)
         if dense is not None:
-            for m in dense.lower(n, adj[n] & active_mask):
+            lowered, later[n] = dense.lower(n, adj[n] & active_mask)
+            for m in lowered:
                 if where.get(m) == "spill":
                     classify(m)
         else:
             sn = shape[n]
-            for m in bits(adj[n] & active_mask):
+            later[n] = neighbours = bits(adj[n] & active_mask)
+            for m in neighbours:
                 before = wdeg[m]
                 after = wdeg[m] = before - blocking_weight(shape[m], sn)
                 room = placements[m]
@@ -157,8 +165,18 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
     # with at most 32 registers, two registers never share a bank: bank preferences matter
     # only above that
     banked = regfile.k > BANKS
+    # the units each node holds (0: none yet, or spilled): a node's colored neighbours are the
+    # precolored ones and those of its ``later`` list that found a placement
+    units_of = [0] * p.nregs
+    precolored_mask = 0
+    for n, s in matrix.start.items():
+        units_of[n] = matrix.held[n]
+        precolored_mask |= 1 << n
+    unit = units_of.__getitem__
     for n in reversed(result.stack):
-        forbidden = matrix.forbidden(n)
+        fixed = adj[n] & precolored_mask
+        forbidden = reduce(or_, map(unit, later[n]),
+                           reduce(or_, map(unit, bits(fixed)), 0) if fixed else 0)
         want = p.prefer.get(n)
         banks = _partner_banks(p, n, start, bank_adj) if banked else None
         first_free = first_wanted = choice = None
@@ -185,6 +203,7 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
             result.spilled.append(n)
             continue
         matrix.assign(n, choice)
+        units_of[n] = matrix.held[n]
     return result
 
 
@@ -214,11 +233,12 @@ class _DenseDegrees:
         self.weight = [np.array([blocking_weight(a, b) for a in shapes], np.int64)
                        for b in shapes]
 
-    def lower(self, n: int, neighbours: int) -> list[int]:
+    def lower(self, n: int, neighbours: int) -> tuple[list[int], list[int]]:
         """Lower the degrees of ``neighbours`` (a bitset) for the removal of node ``n``; the
-        neighbours whose degree fell below their placements by it, in ascending order."""
+        neighbours whose degree fell below their placements by it, and all of them, in
+        ascending order."""
         if not neighbours:
-            return []
+            return [], []
         np = self.np
         raw = np.frombuffer(neighbours.to_bytes(self.nbytes, "little"), np.uint8)
         idx = np.flatnonzero(np.unpackbits(raw, bitorder="little"))
@@ -226,7 +246,7 @@ class _DenseDegrees:
         after = before - self.weight[self.shape_id[n]][self.sid[idx]]
         self.wdeg[idx] = after
         room = self.room[idx]
-        return idx[(before >= room) & (room > after)].tolist()
+        return idx[(before >= room) & (room > after)].tolist(), idx.tolist()
 
 
 def _dense_degrees(p: Problem, active) -> _DenseDegrees | None:
