@@ -321,3 +321,25 @@ def test_every_definition_interferes_with_what_is_live_after_it(path):
                     same = G.g.pred_mask if classes[d] == RegClass.PRED else G.g.gpr_mask
                     want &= same
                     assert G.g.adj[d] & want == want, (fn.name, ins)
+
+
+@pytest.mark.parametrize("name", ["wgmma/wgmma_two_accumulators_sm90a.ptx",
+                                  "wgmma/wgmma_serialize_sm90a.ptx",
+                                  "wgmma/wgmma_scores_in_place_sm90a.ptx",
+                                  "triton/attn_fwd_tma_64x64_d64.ptx"])
+def test_wgmma_fence_edges_are_the_references(name):
+    """The edges between a ``wgmma.mma_async``'s registers and the general registers defined
+    before it after its fence, added once per wgmma (issue 16: not once per definition), are
+    those of the reference built edge by edge (tests/interference_reference.py)."""
+    from conftest import DATA
+    from interference_reference import expected_adjacency
+    from ptxalloc.analysis import analyze_function
+    from ptxalloc.ptx import parse_file
+    from ptxalloc.target.sm import profile_for
+
+    module = parse_file(str(DATA / name))
+    for fn in module.functions:
+        a = analyze_function(fn, profile_for(None, module.sm))
+        assert any(ins.opcode.startswith("wgmma.mma_async") for ins in a.cfg.instrs)
+        assert a.graph.adj == expected_adjacency(fn, a.cfg, a.liveness, a.graph.pred_mask,
+                                                 a.graph.gpr_mask)

@@ -154,13 +154,16 @@ def _fence_edges(cfg: CFG, adj: list[int], gpr_mask: int) -> None:
                 for a in got[0]:
                     mask |= 1 << a
                 mask &= gpr_mask
+                defined = 0             # the general registers defined in between
                 for between in b.instrs[start:k]:
                     for d in between.defs:
                         others = mask & ~(1 << d)
                         if others and gpr_mask >> d & 1:
                             adj[d] |= others
-                            for a in bits(others):
-                                adj[a] |= 1 << d
+                            defined |= 1 << d
+                if defined:
+                    for a in bits(mask):
+                        adj[a] |= defined & ~(1 << a)
 
 
 def _adjacency(cfg: CFG, liveness: Liveness, classes, gpr_mask: int,
