@@ -421,3 +421,27 @@ def test_problem_copy_is_a_fresh_problem():
         merged = coalesce(copy).coalesced
         assert vars(built) == vars(Problem.from_analysis(an, regfile)), label
         assert not merged or vars(copy) != vars(built)
+
+
+@pytest.mark.parametrize("name", ["tensor_sm80.ptx", "vectors_sm90.ptx",
+                                  "triton/sm80_matmul.ptx", "triton/attn_fwd_tma_64x64_d64.ptx"])
+def test_node_adjacency_is_the_members_interference(name):
+    """A node interferes with every node one of whose registers interferes with one of its own
+    (register tuples are one node; the tuples' side is found from the tuple, issue 16): the
+    adjacency of the problem as built, against that definition register by register."""
+    from conftest import DATA
+    from ptxalloc.util import bits
+
+    module = parse((DATA / name).read_text())
+    tuples = 0
+    for fn in module.functions:
+        an = analyze_function(fn, profile_for(None, module.sm))
+        p = Problem.from_analysis(an, RegFile(255))
+        tuples += sum(p.is_group)
+        for leader, members in p.members.items():
+            want = set()
+            for v in members:
+                want |= {p.find(y) for y in bits(p.reg_adj[v])}
+            want -= {leader} | set(p.pinned)
+            assert set(bits(p.adj[leader])) == want, (fn.name, leader)
+    assert tuples

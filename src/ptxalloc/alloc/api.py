@@ -175,15 +175,28 @@ class Problem:
         pinned_mask = 0
         for v in self.pinned:
             pinned_mask |= 1 << v
+        # a node interferes with a tuple when one of its registers interferes with a member
+        # of the tuple other than the leader: found from the tuple's side (interference is
+        # symmetric), one walk over the neighbours of each tuple's other members, instead of
+        # one over each node's neighbours among all tuples' members
+        into_tuple: dict[int, int] = {}         # node -> the tuples (leader bits) it meets
+        parent = self.parent
+        for leader, members in self.members.items():
+            if self.is_group[leader]:
+                meets = 0
+                for v in members:
+                    if v != leader:
+                        meets |= reg_adj[v]
+                bit = 1 << leader
+                for y in bits(meets):
+                    node = parent[y]
+                    into_tuple[node] = into_tuple.get(node, 0) | bit
         for leader, members in self.members.items():
             a = 0
             for v in members:
                 a |= reg_adj[v]
             if a & nonleader:
-                extra = 0
-                for m in bits(a & nonleader):
-                    extra |= 1 << self.parent[m]
-                a = (a & ~nonleader) | extra
+                a = (a & ~nonleader) | into_tuple.get(leader, 0)
             adj[leader] = a & ~(1 << leader) & ~pinned_mask
         self.adj = adj
         # precolored nodes: fixed start units (calling convention)
