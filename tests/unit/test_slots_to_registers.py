@@ -120,7 +120,7 @@ def test_reload_forwarded_through_a_free_register(allocator, name, k, function, 
         assert out.ok, out.output
 
 
-def test_fenced_units_are_the_registers_of_the_wgmmas_before_the_next_fence():
+def test_fenced_after_are_the_registers_of_the_wgmmas_before_the_next_fence():
     """Per instruction, the units of the registers a ``wgmma.mma_async`` after it accesses
     asynchronously, up to the next ``wgmma.fence``: a copy into a promoted register written
     right after that instruction would come after the fence (the checker's rule,
@@ -128,12 +128,12 @@ def test_fenced_units_are_the_registers_of_the_wgmmas_before_the_next_fence():
     from ptxalloc.ir import isa
     from ptxalloc.ir.cfg import CFG
     from ptxalloc.ptx import parse_file
-    from ptxalloc.spill.promote import fenced_units
+    from ptxalloc.analysis.interference import fenced_after
 
     fn = parse_file(str(DATA / "wgmma" / "wgmma_two_accumulators_sm90a.ptx")).functions[0]
     cfg = CFG(fn)
     mask_of = [1 << v for v in range(len(fn.regs))]
-    after = fenced_units(cfg, mask_of)
+    after = fenced_after(cfg, mask_of)
     instrs = cfg.instrs
     fences = [p for p, ins in enumerate(instrs) if ins.opcode.startswith(isa.WGMMA_FENCE)]
     mmas = [p for p, ins in enumerate(instrs) if ins.opcode.startswith("wgmma.mma_async")]
@@ -156,13 +156,13 @@ def test_promoted_copies_keep_off_a_wgmmas_registers_after_its_fence(monkeypatch
     forwarded reload once kept its value in an accumulator register of the next wgmma, dead
     there, between the fence and the wgmma (``mov.b32 %R65, %R124; //@move``) and the checker
     refuted the allocation. With the fence's registers busy the allocation is proven; with
-    :func:`fenced_units` emptied the same run is refuted, by the rule of verify/fences.py."""
+    promotion's :func:`fenced_after` emptied the same run is refuted, by the rule of verify/fences.py."""
     from ptxalloc.errors import VerificationError
     from ptxalloc.spill import promote
 
     text = (DATA / "triton" / "attn_bwd_d64.ptx").read_text()
     res = allocate(text, 128, allocator="briggs")
     assert_verified(res)
-    monkeypatch.setattr(promote, "fenced_units", lambda cfg, mask_of: [0] * len(cfg.instrs))
+    monkeypatch.setattr(promote, "fenced_after", lambda cfg, mask_of: [0] * len(cfg.instrs))
     with pytest.raises(VerificationError, match="after a wgmma.fence and before a wgmma"):
         allocate(text, 128, allocator="briggs")
