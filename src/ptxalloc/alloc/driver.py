@@ -50,7 +50,7 @@ from ..analysis import FunctionAnalysis, analyze_function, pressure_of
 from ..analysis.calls import is_call
 from ..analysis.need import check_feasible, pinned_registers
 from ..analysis.static_shared import own_static_shared
-from ..errors import AllocationError
+from ..errors import AllocationError, PtxallocError
 from ..ir.build import stored, width_bytes
 from ..ir.cfg import CFG
 from ..ir.module import Function
@@ -174,7 +174,7 @@ class Allocation:
     the convention's record, the spill state, and the last round's analysis, problem and
     coloring."""
 
-    original: Function                  # the function as parsed (never changed)
+    original: Function                  # the function allocated (as parsed, or pre-passed)
     sm: SMProfile
     budget: int
     options: Options
@@ -233,15 +233,24 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
     options = options or Options()
     allocator = _allocator(options.allocator)
     limit = options.spill_limit
-    if limit is not None and knob_table.resolve(options.knobs)["SpillEvictGroup"] >= 2:
-        # the limit applies to the allocation kept, whichever of the two that is
+    two = (allocator.name == "briggs"
+           and knob_table.resolve(options.knobs)["SpillEvictGroup"] >= 2)
+    if limit is not None and two:
+        # giving way may allocate twice: the limit applies to the allocation kept
         options = replace(options, spill_limit=None)
     a = _allocate_once(fn, sm, budget, options, allocator, module_decls, written)
     result = a.result
-    if a.gave_way and _second_choice(a):
+    if two and a.gave_way and _second_choice(a):
         without = replace(options, knobs={**options.knobs, "SpillEvictGroup": 0})
-        result = _keep_fewer_bytes(result, _allocate_once(fn, sm, budget, without, allocator,
-                                                          module_decls, written).result)
+        try:
+            other = _allocate_once(fn, sm, budget, without, allocator, module_decls,
+                                   written).result
+        except PtxallocError as e:
+            # the allocation giving way stands on its own (proven where asked)
+            result.notes.append(f"giving way: the allocation without it failed ({e}); kept "
+                                f"the one giving way")
+        else:
+            result = _keep_fewer_bytes(result, other, limit)
     if limit is not None and result.spilled_values > limit:
         raise _over_spill_limit(fn.name, result.spilled_values, budget, limit)
     return result
@@ -293,13 +302,18 @@ def _second_choice(a: Allocation) -> bool:
             and len(a.original.instructions()) <= GIVE_WAY_SECOND_MAX_INSTRUCTIONS)
 
 
-def _keep_fewer_bytes(giving: FunctionResult, without: FunctionResult) -> FunctionResult:
-    """Of the allocations with and without giving way, the one whose spill code is fewer
-    bytes (then fewer registers; then the one giving way); its report's ``give_way`` and a
-    note say which and both figures."""
+def _keep_fewer_bytes(giving: FunctionResult, without: FunctionResult,
+                      limit: int | None = None) -> FunctionResult:
+    """Of the allocations with and without giving way, the one within ``--spill-limit``
+    (values spilled) where only one is, else the one whose spill code is fewer bytes (then
+    fewer registers; then the one giving way); its report's ``give_way`` and a note say which
+    and both figures."""
     def key(r: FunctionResult) -> tuple[int, int]:
         return r.spill_stores_bytes + r.spill_loads_bytes, r.registers
-    kept = without if key(without) < key(giving) else giving
+
+    def over(r: FunctionResult) -> bool:
+        return limit is not None and r.spilled_values > limit
+    kept = without if (over(without), key(without)) < (over(giving), key(giving)) else giving
     other = giving if kept is without else without
     kept.extra["give_way"] = {
         "kept": "without" if kept is without else "giving way",
@@ -425,7 +439,7 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
         clock.lap("coalesce")
     a.coloring = a.session.color(a.problem, a.options)
     if a.coloring.spilled and a.tuple_reused and not a.tuple_reuse_tried:
-        _without_tuple_reuse(a, allocator, remat)
+        _without_tuple_reuse(a, remat)
     merged = merged or a.tuple_reused > 0
     if a.coloring.spilled and allocator.name == "briggs":
         if a.result.rounds == 1:
@@ -442,7 +456,7 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
     return False
 
 
-def _without_tuple_reuse(a: Allocation, allocator: Allocator, remat: dict) -> None:
+def _without_tuple_reuse(a: Allocation, remat: dict) -> None:
     """The first round whose coloring with values merged into tuples (:mod:`tuple_reuse`)
     spills: the same round coalesced without those merges is colored too, and the coloring
     whose spill choice writes fewer bytes of spill code (then: costs less) kept, the merged one
@@ -453,7 +467,7 @@ def _without_tuple_reuse(a: Allocation, allocator: Allocator, remat: dict) -> No
     them (rematerializable registers add none, run temporaries only their reloads)."""
     plain = _problem(a)
     coalesce(plain, a.options.coalesce_factor)
-    fresh = allocator.color(plain, a.options)
+    fresh = a.session.color(plain, a.options)
 
     def spill_figures(p: Problem, coloring: Coloring) -> tuple[float, float]:
         code = choice.spill_code_bytes(p, None, remat, a.state.home)
@@ -461,6 +475,9 @@ def _without_tuple_reuse(a: Allocation, allocator: Allocator, remat: dict) -> No
     a.tuple_reuse_tried = True
     if spill_figures(plain, fresh) < spill_figures(a.problem, a.coloring):
         a.problem, a.coloring, a.tuple_reused, a.tuple_reuse = plain, fresh, 0, False
+        a.session.forget(2)
+    else:
+        a.session.forget(1)
 
 
 def _analyse(a: Allocation) -> dict:
