@@ -162,16 +162,19 @@ def _fence_edges(cfg: CFG, adj: list[int], gpr_mask: int) -> None:
     accumulator the wgmma only writes is dead. The wgmma's registers are general registers: a
     predicate defined there gets no edge (files apart)."""
     after = fenced_after(cfg, [(1 << v) & gpr_mask for v in range(len(adj))])
-    for p, ins in enumerate(cfg.instrs):
-        fenced = after[p]
-        if not fenced:
-            continue
-        for d in ins.defs:
-            others = fenced & ~(1 << d)
-            if others and gpr_mask >> d & 1:
-                adj[d] |= others
-                for a in bits(others):
-                    adj[a] |= 1 << d
+    # the mask changes only at fences and wgmmas: one update per run of equal masks (a wgmma
+    # accesses a hundred registers), not one per definition and register
+    fenced = defined = 0
+    for ins, mask in zip(cfg.instrs + [None], after + [0]):
+        if mask != fenced:
+            for a in bits(fenced):
+                adj[a] |= defined & ~(1 << a)
+            fenced, defined = mask, 0
+        if fenced:
+            for d in ins.defs:
+                if gpr_mask >> d & 1:
+                    adj[d] |= fenced & ~(1 << d)
+                    defined |= 1 << d
 
 
 def _adjacency(cfg: CFG, liveness: Liveness, classes, gpr_mask: int,
