@@ -199,8 +199,13 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
     last_store = -1         # the last ORDERED instruction that is not a load
     loads: list[int] = []   # the loads since
     need = [0] * n          # Sethi-Ullman number: the registers evaluating j's operands takes
+    ends = [()] * n         # values a guarded definition's lone full definition ends next
+    stores = [False] * n    # ORDERED instructions that are not loads
+    rooted = [False] * n    # arithmetic on values from before the segment only
     for j, ins in enumerate(seg):
         pj = preds[j]
+        if ins.guard >= 0:
+            ends[j] = tuple(_ending(j, ins, last_def, reads, ids, kills, spans))
         producers = set()
         for u in dep_uses[j]:
             d = last_def.get(u)
@@ -228,12 +233,15 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
             if last_carry >= 0:
                 pj.append(last_carry)
             last_carry = j
-        if effect_kind(ins) == ORDERED:
+        kind = effect_kind(ins)
+        rooted[j] = kind != ORDERED and all(rooted[p] for p in producers)
+        if kind == ORDERED:
             if last_store >= 0:
                 pj.append(last_store)
             if reads_memory_only(ins):
                 loads.append(j)
             else:               # after every load since the last store or collective
+                stores[j] = True
                 pj.extend(loads)
                 loads = []
                 last_store = j
@@ -242,23 +250,67 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
         for r in set(uses[j] + defs[j]):
             touching[r].append(j)
     preds = [list(dict.fromkeys(p)) for p in preds]    # without repeats
-    placed = _list_schedule(preds, uses, kills, w, need, live0, touching)
-    if placed == list(range(n)):
-        return None
     old = _pressure(list(range(n)), uses, defs, kills, w, wp, live0)
-    new = _pressure(placed, uses, defs, kills, w, wp, live0)
-    better = (new[0] <= old[0] and new[1] <= old[1]
-              and (new[0] < old[0] or new[1] < old[1] or new[2] < old[2]))
-    return placed if better else None
+    best = None
+    orders = [_list_schedule(preds, uses, kills, w, need, live0, touching)]
+    if any(stores) or any(ends):
+        orders.append(_list_schedule(preds, uses, kills, w, need, live0, touching,
+                                     _StoresLast(ends, stores, rooted,
+                                                 [0 if p else x for x, p in zip(w, wp)])))
+    for placed in orders:
+        new = _pressure(placed, uses, defs, kills, w, wp, live0)
+        better = (new[0] <= old[0] and new[1] <= old[1]
+                  and (new[0] < old[0] or new[1] < old[1] or new[2] < old[2]))
+        if better and (best is None or new[:2] < best[0][:2]):
+            best = (new, placed)
+    return best[1] if best else None
 
 
-def _list_schedule(preds: list[list[int]], uses, kills, w, need, live0,
-                   touching) -> list[int]:
+def _ending(j: int, ins: Instruction, last_def: dict[int, int], reads: dict[int, list[int]],
+            ids: dict[int, int], kills, spans) -> list[int]:
+    """The values (pressure ids) that the guarded instruction ``j`` defines partially and
+    whose definition reaching it is a full one with no reader in between (Triton's
+    ``mov.u32 %r, 0x0; @%p ld.global.b32 {%r}, [..]``): that definition's one successor is
+    ``j``, so once ``j`` is placed (bottom-up) it is ready and ends the value."""
+    out = []
+    for v in ins.defs:
+        if v in spans:
+            continue
+        d = ids[v]
+        x = last_def.get(d)
+        if x is not None and not reads.get(d) and d in kills[x]:
+            out.append(d)
+    return out
+
+
+@record
+class _StoresLast:
+    """What the second order of a segment (module docstring, "Stores last") reads, per local
+    instruction: ``ends`` (:func:`_ending`), ``stores`` (ORDERED, not a load), ``rooted``
+    (arithmetic whose operands, through the segment's own definitions, all come from before
+    the segment: no load under it) and ``gpr_weight`` (the pressure ids' weights, predicates
+    0)."""
+
+    ends: list[tuple[int, ...]]
+    stores: list[bool]
+    rooted: list[bool]
+    gpr_weight: list[int]
+
+
+def _list_schedule(preds: list[list[int]], uses, kills, w, need, live0, touching,
+                   stores_last: _StoresLast | None = None) -> list[int]:
     """The bottom-up list schedule of a segment whose dependences are ``preds`` (each
     instruction's predecessors), as local indices in program order: from the values live
     after the segment, each step places the ready instruction (all successors placed) whose
     placement makes the live set grow least, then the one that lets a predecessor free the
-    most (``unlocks``), then the smaller Sethi-Ullman number ``need``, then the later one."""
+    most (``unlocks``), then the smaller Sethi-Ullman number ``need``, then the later one.
+
+    With ``stores_last``, the second order: ready instructions come in three tiers, first
+    those that do not grow the general registers (counting ``unlocks``) or compute from values
+    live anyway (``rooted``), then stores, then the rest; within a tier by growth (a guarded
+    definition counted as ending the value its lone full definition ``ends``), ``unlocks``,
+    then depth first (the one whose last successor was placed latest), ``need`` and place."""
+    ends = stores_last.ends if stores_last else None
     n = len(preds)
     succs: list[list[int]] = [[] for _ in range(n)]
     for y, p in enumerate(preds):
@@ -266,8 +318,9 @@ def _list_schedule(preds: list[list[int]], uses, kills, w, need, live0,
             succs[x].append(y)
     nsucc = [len(x) for x in succs]
     live = list(live0)
+    recent = [-1] * n       # when j's last successor was placed: depth first, the latest
 
-    def delta(j: int) -> int:
+    def delta(j: int, w: list[int] = w) -> int:
         dl = 0
         ks = kills[j]
         for k in ks:
@@ -276,9 +329,13 @@ def _list_schedule(preds: list[list[int]], uses, kills, w, need, live0,
         for u in uses[j]:
             if not live[u] or u in ks:
                 dl += w[u]
+        if ends is not None:
+            for e in ends[j]:
+                if live[e]:
+                    dl -= w[e]
         return dl
 
-    def unlocks(j: int) -> int:
+    def unlocks(j: int, w: list[int] = w) -> int:
         """How much placing ``j`` lets its predecessors free next: the least growth of the
         live set among the predecessors whose last unplaced successor ``j`` is, counted with
         the live set after ``j`` (0 when none shrinks it). Breaks ties between candidates of
@@ -304,8 +361,16 @@ def _list_schedule(preds: list[list[int]], uses, kills, w, need, live0,
                 best = dl
         return best
 
-    def key(j: int) -> tuple[int, int, int, int]:
-        return (delta(j), unlocks(j), need[j], -j)
+    if stores_last is None:
+        def key(j: int) -> tuple:
+            return (delta(j), unlocks(j), need[j], -j)
+    else:
+        stores, rooted, gpr_w = stores_last.stores, stores_last.rooted, stores_last.gpr_weight
+
+        def key(j: int) -> tuple:
+            tier = 0 if rooted[j] or delta(j, gpr_w) + unlocks(j, gpr_w) <= 0 \
+                else 2 - stores[j]
+            return (tier, delta(j), unlocks(j), -recent[j], need[j], -j)
 
     heap = [key(j) for j in range(n) if nsucc[j] == 0]
     heapq.heapify(heap)
@@ -325,7 +390,7 @@ def _list_schedule(preds: list[list[int]], uses, kills, w, need, live0,
 
     while heap:
         entry = pop(heap)
-        j = -entry[3]
+        j = -entry[-1]
         if done[j]:
             continue
         now = key(j)
@@ -346,6 +411,7 @@ def _list_schedule(preds: list[list[int]], uses, kills, w, need, live0,
             nsucc[p] -= 1
             if nsucc[p] == 0:
                 ready[p] = True
+                recent[p] = len(placed)
                 again.add(p)
             elif nsucc[p] == 1:
                 last_successor(p, again)
