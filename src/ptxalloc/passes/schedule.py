@@ -27,6 +27,22 @@ order is kept only when the segment's peak pressure (general registers and predi
 as :mod:`analysis.pressure` counts them, and at equal peaks the sum over its instructions) is
 lower; otherwise the segment stays as written. So the pass never raises MaxLive.
 
+*Stores last.* Where a segment has stores (or Triton's masked loads, below), a second order is
+tried and kept when its peak is lower than the first's (docs/decisions.md, "Loaded values held
+from their load to their use"). No load may pass a store, so when a segment loads everything
+before its first store (Triton's layer-norm epilogue: 24 masked loads, then the arithmetic,
+then 8 stores), the first order, greedy on growth, puts each result's arithmetic right above
+its store and leaves every loaded value live from the loads above the first store down to it.
+The second places, bottom-up, in three tiers: first what does not grow the general registers
+(counting ``unlocks``) or computes only from values from before the segment (``rooted``: an
+address or a mask predicate formed at its store), then the stores, then the rest; within a
+tier by growth, ``unlocks``, then depth first (the candidate whose last successor was placed
+latest), ``need`` and place. So the stores and what forms their operands stay at the bottom,
+and above them each result is computed right after its own loads: the results are held, not
+the loaded values. Triton writes a masked load as ``mov.u32 %r, 0x0; @%p ld.global.b32 {%r},
+[..]``; the guarded load does not end ``%r`` (the ``mov`` does, and its one successor is the
+load), so the second order counts such a load as ending it.
+
 The result is a permutation of the original instructions; :mod:`ptxalloc.verify.schedule`
 validates it independently (and the allocation checker then proves the allocation against the
 scheduled order; docs/checker.md). Switch: the knob ``schedule`` (1, the default; ``--knob
