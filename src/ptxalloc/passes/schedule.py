@@ -108,9 +108,10 @@ def _segment_ranges(fn: Function) -> list[tuple[int, int]]:
     return [(a, b) for a, b in out if b - a >= MIN_SEGMENT]
 
 
-def schedule_function(fn: Function) -> Scheduled | None:
+def schedule_function(fn: Function, stores_last: bool = True) -> Scheduled | None:
     """The function with each segment in the order of lowest pressure found, or None when no
-    segment is improved."""
+    segment is improved; ``stores_last`` (knob ``ScheduleStoresLast``) tries the second order
+    (module docstring) too."""
     with gc_paused():
         ranges = _segment_ranges(fn)
         if not ranges:
@@ -142,7 +143,7 @@ def schedule_function(fn: Function) -> Scheduled | None:
                 after = after_cache[blk] = liveness.live_after(blk)
             live_out = after[b - 1 - cfg.blocks[blk].first]
             local = _schedule_segment(instrs[a:b], live_out, weight, is_pred, spans,
-                                      len(regs))
+                                      len(regs), stores_last)
             if local is not None:
                 changed += 1
                 for k, x in enumerate(local):
@@ -163,7 +164,7 @@ def schedule_function(fn: Function) -> Scheduled | None:
 
 def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
                       is_pred: list[bool], spans: dict[int, tuple[int, frozenset]],
-                      n_regs: int) -> list[int] | None:
+                      n_regs: int, stores_last: bool = True) -> list[int] | None:
     """The new order of one segment (local indices), or None when it does not lower the
     segment's pressure. ``spans`` maps a member of a tuple group (registers an instruction
     names as one vector, allocated side by side) to the group's number in ``weight`` and its
@@ -269,7 +270,7 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
     old = _pressure(list(range(n)), uses, defs, kills, w, wp, live0)
     best = None
     orders = [_list_schedule(preds, uses, kills, w, need, live0, touching)]
-    if any(stores) or any(ends):
+    if stores_last and (any(stores) or any(ends)):
         orders.append(_list_schedule(preds, uses, kills, w, need, live0, touching,
                                      _StoresLast(ends, stores, rooted,
                                                  [0 if p else x for x, p in zip(w, wp)])))
