@@ -222,7 +222,7 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
     for j, ins in enumerate(seg):
         pj = preds[j]
         if ins.guard >= 0:
-            ends[j] = tuple(_ending(j, ins, last_def, reads, ids, kills, spans))
+            ends[j] = tuple(_ending(ins, last_def, reads, ids, kills, spans))
         producers = set()
         for u in dep_uses[j]:
             d = last_def.get(u)
@@ -283,12 +283,13 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
     return best[1] if best else None
 
 
-def _ending(j: int, ins: Instruction, last_def: dict[int, int], reads: dict[int, list[int]],
+def _ending(ins: Instruction, last_def: dict[int, int], reads: dict[int, list[int]],
             ids: dict[int, int], kills, spans) -> list[int]:
-    """The values (pressure ids) that the guarded instruction ``j`` defines partially and
-    whose definition reaching it is a full one with no reader in between (Triton's
-    ``mov.u32 %r, 0x0; @%p ld.global.b32 {%r}, [..]``): that definition's one successor is
-    ``j``, so once ``j`` is placed (bottom-up) it is ready and ends the value."""
+    """The values (pressure ids) that the guarded instruction ``ins`` defines partially and
+    whose definition reaching it (``last_def``, before ``ins``) is a full one with no reader in
+    between (Triton's ``mov.u32 %r, 0x0; @%p ld.global.b32 {%r}, [..]``): that definition's one
+    successor is ``ins``, so once ``ins`` is placed (bottom-up) it is ready and ends the
+    value."""
     out = []
     for v in ins.defs:
         if v in spans:
