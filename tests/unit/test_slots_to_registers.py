@@ -95,7 +95,10 @@ def test_promotion_up_to_the_budget(allocator, name, k, function, knobs):
 @pytest.mark.parametrize("allocator,name,k,function,knobs", [
     ("fatpoint", "hand/recompute_chain.ptx", 4, "narrow", {}),
     ("briggs", "loops_sm80.ptx", 6, "_Z7k_earlyPiPKiii", {**WRITTEN, "recompute": 1}),
-    ("briggs", "vectors_sm80.ptx", 8, "_Z5k_vecP6float4PKS_P4int4PKS3_P7double2PKS7_", {}),
+    # the schedule's first order alone: with the stores-last order k_vec spills 88 bytes at
+    # K = 8 (96 before) and no reload is left to forward
+    ("briggs", "vectors_sm80.ptx", 8, "_Z5k_vecP6float4PKS_P4int4PKS3_P7double2PKS7_",
+     {"ScheduleStoresLast": 0}),
 ])
 def test_reload_forwarded_through_a_free_register(allocator, name, k, function, knobs):
     """A slot reloaded twice in one block, with a register free between the two accesses
