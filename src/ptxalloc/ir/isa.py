@@ -239,6 +239,7 @@ def set_plain_roles(instr: Instruction, reads: list[int], first: int, regs: RegT
         del reads[0]
         uses = reads
     else:
+        instr.defs = ()
         uses = reads
     if guard >= 0:
         uses.append(guard)
