@@ -879,7 +879,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; ``argv`` None: this process's own arguments, as the ``ptxalloc``
-    program (then a command whose results are only printed ends the process itself)."""
+    program (then parse, analyze, allocate and verify end the process themselves once their
+    output is flushed: :func:`_exit_without_teardown`)."""
     process = argv is None
     if argv is None:
         argv = sys.argv[1:]
