@@ -734,11 +734,11 @@ def _split_to_max_live(a: Allocation) -> None:
 
 
 def _register_floor(a: Allocation) -> None:
-    """The report's ``register_floor``: the fewest registers the code as allocated can take,
-    as far as the project knows, and what sets it — MaxLive of the code colored (of a tuple's
-    live members where values were merged into tuples), MaxLive counting the predicates
-    beyond P0-P6 (which live in general registers), and the registers the calling convention
-    fixes (:func:`convention.register_floor`). The bench (``bench/quality.py``) reports the
+    """The report's ``register_floor``: the fewest registers the code as allocated can take
+    (like MaxLive, counting apart the ends of a copy a coloring may merge), and what sets it —
+    MaxLive of the code colored (of a tuple's live members where values were merged into
+    tuples), MaxLive counting the predicates beyond P0-P6 (which live in general registers),
+    and the registers the calling convention fixes (:func:`convention.register_floor`). The bench (``bench/quality.py``) reports the
     share of functions at it beside the share at MaxLive (docs/decisions.md, "Registers =
     MaxLive at K = 255, session 7")."""
     tuple_row = a.result.extra.get("tuple_reuse", {})
