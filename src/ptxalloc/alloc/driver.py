@@ -204,6 +204,7 @@ class Allocation:
     tuple_reuse_tried: bool = False     # a spilling round compared with and without them
     reuse_problem: Problem | None = None    # the last round's problem with those merges
     gave_way: int = 0                   # rounds whose choice giving way changed (:mod:`choice`)
+    predicate_floor: int = 0            # the first round's MaxLive counting predicates > P6
 
 
 class _Clock:
@@ -278,6 +279,7 @@ def _allocate_once(fn: Function, sm: SMProfile, budget: int, options: Options,
             _compact(a)
             _split_to_max_live(a)
         _report_tuple_reuse(a)
+        _register_floor(a)
         _finish(a)
         a.session.finish(a.result)
         clock.lap("output")
@@ -501,6 +503,7 @@ def _analyse(a: Allocation) -> dict:
         # with uniform registers the analysis counts R and P only; the figures count everything
         a.result.max_live_legalized = (pressure_of(work).max_live if a.uniform
                                        else analysis.pressure.max_live)
+        a.predicate_floor = analysis.pressure.max_live_with_predicates(a.regfile.pred_regs)
         if a.options.stats:
             a.result.extra["graph"] = analysis.graph.statistics().as_dict()
         a.result.max_live, a.result.max_live_predicates = (
@@ -745,6 +748,25 @@ def _split_to_max_live(a: Allocation) -> None:
     a.result.notes.append(f"live ranges split: {registers} -> {after} registers, "
                           f"{len(got.copies_left)} register copies inserted ({in_loops} in "
                           f"loops, {inside} inside blocks)")
+
+
+def _register_floor(a: Allocation) -> None:
+    """The report's ``register_floor``: the fewest registers the code as allocated can take
+    (like MaxLive, counting apart the ends of a copy a coloring may merge), and what sets it —
+    MaxLive of the code colored (of a tuple's live members where values were merged into
+    tuples), MaxLive counting the predicates beyond P0-P6 (which live in general registers),
+    and the registers the calling convention fixes (:func:`convention.register_floor`). The bench (``bench/quality.py``) reports the
+    share of functions at it beside the share at MaxLive (docs/decisions.md, "Registers =
+    MaxLive at K = 255, session 7")."""
+    tuple_row = a.result.extra.get("tuple_reuse", {})
+    candidates = {"MaxLive": tuple_row.get("max_live_members", a.result.max_live_legalized),
+                  "predicates beyond P0-P6": a.predicate_floor}
+    if a.info.active and not a.coloring.spilled:
+        candidates["calling convention"] = convention.register_floor(
+            a.analysis, a.conv, a.info, a.problem, a.coloring.start)
+    floor = max(candidates.values())
+    a.result.extra["register_floor"] = {
+        "registers": floor, "from": next(why for why, n in candidates.items() if n == floor)}
 
 
 # -- 4. finish --------------------------------------------------------------------------------
