@@ -69,6 +69,8 @@ def main() -> int:
                 fn = next(x for x in module.functions if x.name == name)
                 file = f["path"].rsplit("/", 1)[-1]
                 line = f"{file} {name[:48]}: {got['registers']} registers, MaxLive {got['max_live']}"
+                if got.get("floor", got["max_live"]) > got["max_live"]:
+                    line += f", floor {got['floor']}"       # the report's register_floor
                 old = before.get((file, name), {}).get(allocator)
                 if old:
                     line += f" (before: {old['registers']}, {old['max_live']})"

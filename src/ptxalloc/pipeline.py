@@ -123,7 +123,7 @@ def pre_passes(original: Function, options: Options,
         scheduled = None
         if knobs["schedule"]:
             from .passes.schedule import schedule_function
-            scheduled = schedule_function(start)
+            scheduled = schedule_function(start, bool(knobs["ScheduleStoresLast"]))
         if len(choices) > 1:
             from .analysis import pressure_of
             from .passes.recompute import registers_needed

@@ -33,6 +33,7 @@ def _params():
 @pytest.mark.parametrize("entry", _params())
 def test_recomputation_proven_and_never_raises_maxlive(entry):
     module = parse_file(str(corpus_root() / entry["path"]))
+    mutated = 0
     for fn in module.functions:
         r = recompute_function(fn)
         if r is None:
@@ -75,6 +76,7 @@ def test_a_changed_constant_in_a_recomputed_chain_is_refuted(entry):
     from ptxalloc.ir.instruction import Instruction
     from ptxalloc.ir.operands import Imm
     module = parse_file(str(corpus_root() / entry["path"]))
+    mutated = 0
     for fn in module.functions:
         r = recompute_function(fn)
         if r is None:
@@ -96,6 +98,9 @@ def test_a_changed_constant_in_a_recomputed_chain_is_refuted(entry):
         bad.body = body
         with pytest.raises(VerificationError, match="in place of"):
             check_recomputation(fn, bad)
+        mutated += 1
+    if not mutated:
+        pytest.skip("no recomputed instruction with a decimal immediate to change here")
 
 
 def test_the_unshared_plan_is_kept_where_it_needs_fewer_registers():

@@ -802,6 +802,20 @@ def test_semantics(text, defs, uses):
     assert got_uses == sorted(uses)
 
 
+def test_classify_again_sets_every_role_afresh():
+    """Classifying an instruction again (a pass rewriting its operands, the checker's copies)
+    leaves nothing of its earlier roles: the plain path (``set_plain_roles``) sets ``defs``
+    and ``uses`` whole, also when the first operand is now read (a store)."""
+    for text in ("st.global.f32 [%rd1], %r1;", "add.s32 %r1, %r2, %r3;",
+                 "@%p1 st.global.f32 [%rd1+4], %r2;"):
+        instr, regs, defs, uses = one(text)
+        fresh = (instr.roles, instr.defs, instr.uses, instr.is_copy)
+        instr.defs, instr.uses, instr.roles = (0, 1), (2,), (1, 1)
+        instr.is_copy = False
+        isa.classify(instr, regs)
+        assert (instr.roles, instr.defs, instr.uses, instr.is_copy) == fresh, text
+
+
 def test_unknown_opcode_is_used_and_defined():
     instr, _, defs, uses = one("frobnicate.b32 %r1, %r2, [%rd1];")
     assert not instr.known

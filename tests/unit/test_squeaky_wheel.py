@@ -97,6 +97,30 @@ def test_compaction_without_its_search_reaches_max_live(monkeypatch):
         assert fr.verified is True
 
 
+def test_a_large_graph_one_above_max_live_gets_one_descent_at_it(monkeypatch):
+    """Every graph counted as above the search's node limit and the squeaky wheel switched off:
+    the greedy colorings end one register above MaxLive (6 against 5), and the one DSATUR
+    descent (its steps a node raised for so small a graph) a large graph of a leaf function gets at its bound reaches 5, proven by the
+    checker; with the descent off too (LARGE_SEARCH_MAX_NODES 0) briggs's count stays at 6
+    (bisect_large's shape: 918 nodes, docs/decisions.md "Registers = MaxLive at K = 255,
+    session 7")."""
+    monkeypatch.setattr(compact_module, "SEARCH_MAX_NODES", 0)
+    monkeypatch.setattr(compact_module, "squeaky_wheel", lambda p, registers: None)
+    # six nodes: two steps a node leave no room to back out of the first dead end
+    monkeypatch.setattr(compact_module, "LARGE_SEARCH_STEPS_PER_NODE", 20)
+    knobs = {"schedule": 0, "recompute": 0, "SplitToMaxLive": 0}
+    for allocator in ("briggs", "fatpoint"):
+        (fr,) = allocate(FRAGMENTED_PAIRS, registers=255, allocator=allocator,
+                         knobs=knobs).functions
+        assert fr.max_live_legalized == 5
+        assert fr.registers == 5, allocator
+        assert fr.verified is True
+    # briggs's own coloring is the one at 6 (fat-point's scan places %rd2 first by itself)
+    monkeypatch.setattr(compact_module, "LARGE_SEARCH_MAX_NODES", 0)
+    (fr,) = allocate(FRAGMENTED_PAIRS, registers=255, allocator="briggs", knobs=knobs).functions
+    assert fr.registers == 6
+
+
 def test_compact_keeps_a_coloring_the_squeaky_wheel_cannot_beat():
     """At MaxLive already: compaction changes nothing and proves the count."""
     p = _problem(FRAGMENTED_PAIRS)

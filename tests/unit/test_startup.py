@@ -272,3 +272,60 @@ def test_allocate_of_a_leaf_that_spills_nothing_imports_no_spill_machinery(tmp_p
     a, first, b, split_loaded = json.loads(_run(code).splitlines()[-1])
     assert a == 0 and not any(first), [m for m, got in zip(spill_only, first) if got]
     assert b == 0 and split_loaded and "spill=" in out.read_text()
+
+
+def _command(*args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=SRC)
+    return subprocess.run([sys.executable, "-m", "ptxalloc", *args], env=env, stdout=stdout,
+                          stderr=subprocess.PIPE, text=True)
+
+
+def test_commands_ending_the_process_early_print_everything(tmp_path):
+    """parse, analyze, allocate and verify end the process without freeing what they built
+    (``cli._exit_without_teardown``): what they print, to a pipe or a file, and the files
+    they write are whole, and the exit status is theirs."""
+    from ptxalloc import cli
+
+    example = str(REPO / "examples" / "saxpy_poly.ptx")
+    out = tmp_path / "out.ptx"
+    report = tmp_path / "report.json"
+    # in process (no early exit) and as a program give the same text
+    import contextlib
+    import io
+
+    for args in (["analyze", example, "--peak-values", "all"], ["parse", example]):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            assert cli.main(list(args)) == 0
+        proc = _command(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == buf.getvalue()
+        with open(tmp_path / "printed.txt", "w") as f:         # to a file, not a pipe
+            assert _command(*args, stdout=f).returncode == 0
+        assert (tmp_path / "printed.txt").read_text() == buf.getvalue()
+    proc = _command("allocate", example, "-o", str(out), "--json", str(report), "-v")
+    assert proc.returncode == 0, proc.stderr
+    assert "ptxas info" in proc.stdout
+    assert out.read_text().rstrip().endswith("}")
+    assert json.loads(report.read_text())["functions"]
+    proc = _command("verify", example, str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip()
+    # an error keeps its status and message
+    proc = _command("analyze", str(tmp_path / "missing.ptx"))
+    assert proc.returncode == 2
+    assert "cannot read" in proc.stderr
+
+
+def test_a_closed_pipe_ends_an_early_exit_quietly():
+    """``ptxalloc analyze F | head -1``: the reader goes away; no traceback, status 0."""
+    env = dict(os.environ, PYTHONPATH=SRC)
+    example = str(REPO / "tests" / "data" / "triton" / "attn_bwd_d64.ptx")   # 200 KB printed
+    proc = subprocess.Popen([sys.executable, "-m", "ptxalloc", "analyze", example, "--lines"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 0
+    assert first.startswith(example.encode())
+    assert "Traceback" not in err and "Exception" not in err

@@ -318,3 +318,23 @@ def test_checker_rejects_writes_after_a_fence_across_a_label():
     labelled = parse("\n".join(lines[:second] + ["$L_x:"] + lines[second:]), str(ONE_GROUP))
     with pytest.raises(VerificationError, match="write must come before the fence"):
         verify_modules(labelled, parse_allocated("\n".join(bad)))
+
+
+@pytest.mark.parametrize("allocator", ["briggs", "fatpoint"])
+@pytest.mark.parametrize("k", [255, 24, 16])
+def test_no_value_written_between_a_fence_and_its_wgmma_across_a_label(allocator, k):
+    """A value defined after a ``wgmma.fence`` and before a label that precedes the
+    ``wgmma.mma_async`` interferes with the wgmma's accumulator, though it is dead by the
+    wgmma and the wgmma only writes the accumulator: the fence's stretch follows the text
+    (analysis/interference.py ``fenced_after``, the checker's rule). Before, the edges were
+    taken within the wgmma's block only, and every one of these allocations was refused by
+    the checker ("the allocation failed its proof")."""
+    path = DATA / "wgmma" / "wgmma_fence_label_sm90a.ptx"
+    module, res = _allocate(path, k, allocator)
+    out = res.ptx.split("\n")
+    fence = next(i for i, line in enumerate(out) if line.strip().startswith("wgmma.fence"))
+    mma = next(i for i, line in enumerate(out) if line.strip().startswith("wgmma.mma_async"))
+    assert any(line.strip().startswith("$L__x") for line in out[fence:mma])
+    if ptxas.available():
+        got = ptxas.assemble(res.ptx, "sm_90a")
+        assert got.ok, got.output

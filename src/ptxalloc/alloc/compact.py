@@ -27,6 +27,7 @@ like any other. docs/decisions.md records it as the project's addition to the se
 
 from __future__ import annotations
 
+import sys
 from functools import reduce
 from operator import itemgetter, or_
 from weakref import WeakKeyDictionary
@@ -372,8 +373,34 @@ def _search(p: Problem, order: list[int], limit_units: int,
 
 
 SEARCH_STEPS = 5000
-SEARCH_WORK = 300_000       # steps x nodes: a step costs time in proportion to the nodes
+#: steps x nodes: a step costs time in proportion to the nodes. 600,000 (300,000 before):
+#: Triton's vector add at K = 255 needs 3,100 steps on its 129-node graph (docs/decisions.md,
+#: "Registers = MaxLive at K = 255, session 7")
+SEARCH_WORK = 600_000
 SEARCH_MAX_NODES = 400
+#: Above SEARCH_MAX_NODES, a graph one register above its bound gets one search at the bound of
+#: this many steps a node: a DSATUR descent (a node a step) with room to back out of a few
+#: dead ends (docs/decisions.md, "Registers = MaxLive at K = 255, session 7").
+LARGE_SEARCH_STEPS_PER_NODE = 2
+LARGE_SEARCH_MAX_NODES = 1000
+
+
+def _deep_search(p: Problem, order: list[int], limit_units: int,
+                 steps: int) -> dict[int, int] | None | bool:
+    """:func:`_remembered_search` on a graph whose nodes may outnumber Python's recursion
+    limit (the search recurses once per node placed): the limit is raised for the call and put
+    back. Remembered: renderer.ptx asks 8 of its 26 descents twice."""
+    old = sys.getrecursionlimit()
+    need = len(order) + RECURSION_MARGIN
+    if need > old:
+        sys.setrecursionlimit(need)
+    try:
+        return _remembered_search(p, order, limit_units, steps)
+    finally:
+        sys.setrecursionlimit(old)
+
+
+RECURSION_MARGIN = 500      # frames above the search: the allocator's, the CLI's, pytest's
 
 
 def search_steps(nodes: int) -> int:
@@ -631,6 +658,19 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
                     break                          # no progress (precolored nodes sit higher)
                 best, found = hw, start
             proven = proven or best <= clique
+    elif (not proven and penalty is None and not p.merges and nodes <= LARGE_SEARCH_MAX_NODES
+          and best == max(lower_bound, clique, 1) + 1):
+        # a large graph of a leaf function one register above its bound: one DSATUR descent
+        # at the bound, with room for a little backtracking (bisect_large's 918-node graph:
+        # 46 -> 45 in ~1,500 steps, where the search's fixed amount of work allows 326, fewer
+        # than its nodes). Not under the calling convention, whose fixed and callee-saved
+        # registers, not the coloring, hold those functions above MaxLive (renderer.ptx: 50
+        # descents, none found a coloring, +1.3 s CPU)
+        order = _graph(p).order
+        start = _deep_search(p, order, 2 * (best - 1), LARGE_SEARCH_STEPS_PER_NODE * nodes)
+        if type(start) is dict and acceptable(start) and high_water(p, start) < best:
+            best, found = high_water(p, start), start
+            proven = best <= clique
     coloring.optimal = proven
     if found is None:
         return False

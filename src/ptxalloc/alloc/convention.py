@@ -134,3 +134,29 @@ def caller_save_penalty(analysis, conv: Convention, problem,
                     count += 1
         return count
     return penalty
+
+
+def register_floor(analysis, conv: Convention, info: ConventionInfo, problem,
+                   start: dict[int, int]) -> int:
+    """The registers the convention itself makes an allocation use (0 in a leaf kernel), for
+    an allocation: one past the highest argument or result register bound by the
+    convention, and, where the allocation saves no value around a call (``start``, node ->
+    start unit, puts every value live across a call in a callee-saved register), at each call R24
+    (``conv.callee_saved.start``) plus the registers of the values live across it, which
+    must all sit in R24 up at once. MaxLive does not see either: saxpy_poly keeps 4
+    registers live across its call (28 registers, MaxLive 8)."""
+    if not info.active:
+        return 0
+    units = analysis.pressure.units
+    floor = 0
+    for v, s in info.precolored.items():
+        floor = max(floor, (s + units[v] + 1) // 2)
+    penalty = caller_save_penalty(analysis, conv, problem, info)
+    if penalty is None or not len(conv.callee_saved) or penalty(start):
+        return floor
+    for live in analysis.live_across_calls.values():
+        across = sum(units[v] for v in bits(live)
+                     if problem.shape[problem.find(v)].file == GPR)
+        if across:
+            floor = max(floor, conv.callee_saved.start + (across + 1) // 2)
+    return floor

@@ -50,7 +50,7 @@ from ..analysis import FunctionAnalysis, analyze_function, pressure_of
 from ..analysis.calls import is_call
 from ..analysis.need import check_feasible, pinned_registers
 from ..analysis.static_shared import own_static_shared
-from ..errors import AllocationError
+from ..errors import AllocationError, PtxallocError
 from ..ir.build import stored, width_bytes
 from ..ir.cfg import CFG
 from ..ir.module import Function
@@ -174,7 +174,7 @@ class Allocation:
     the convention's record, the spill state, and the last round's analysis, problem and
     coloring."""
 
-    original: Function                  # the function as parsed (never changed)
+    original: Function                  # the function allocated (as parsed, or pre-passed)
     sm: SMProfile
     budget: int
     options: Options
@@ -206,6 +206,7 @@ class Allocation:
     tuple_reuse_tried: bool = False     # a spilling round compared with and without them
     reuse_problem: Problem | None = None    # the last round's problem with those merges
     gave_way: int = 0                   # rounds whose choice giving way changed (:mod:`choice`)
+    predicate_floor: int = 0            # the first round's MaxLive counting predicates > P6
 
 
 class _Clock:
@@ -235,15 +236,24 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
     options = options or Options()
     allocator = _allocator(options.allocator)
     limit = options.spill_limit
-    if limit is not None and knob_table.resolve(options.knobs)["SpillEvictGroup"] >= 2:
-        # the limit applies to the allocation kept, whichever of the two that is
+    two = (allocator.name == "briggs"
+           and knob_table.resolve(options.knobs)["SpillEvictGroup"] >= 2)
+    if limit is not None and two:
+        # giving way may allocate twice: the limit applies to the allocation kept
         options = replace(options, spill_limit=None)
     a = _allocate_once(fn, sm, budget, options, allocator, module_decls, written)
     result = a.result
-    if a.gave_way and _second_choice(a):
+    if two and a.gave_way and _second_choice(a):
         without = replace(options, knobs={**options.knobs, "SpillEvictGroup": 0})
-        result = _keep_fewer_bytes(result, _allocate_once(fn, sm, budget, without, allocator,
-                                                          module_decls, written).result)
+        try:
+            other = _allocate_once(fn, sm, budget, without, allocator, module_decls,
+                                   written).result
+        except PtxallocError as e:
+            # the allocation giving way stands on its own (proven where asked)
+            result.notes.append(f"giving way: the allocation without it failed ({e}); kept "
+                                f"the one giving way")
+        else:
+            result = _keep_fewer_bytes(result, other, limit)
     if limit is not None and result.spilled_values > limit:
         raise _over_spill_limit(fn.name, result.spilled_values, budget, limit)
     return result
@@ -271,6 +281,7 @@ def _allocate_once(fn: Function, sm: SMProfile, budget: int, options: Options,
             _compact(a)
             _split_to_max_live(a)
         _report_tuple_reuse(a)
+        _register_floor(a)
         _finish(a)
         a.session.finish(a.result)
         clock.lap("output")
@@ -295,13 +306,18 @@ def _second_choice(a: Allocation) -> bool:
             and len(a.original.instructions()) <= GIVE_WAY_SECOND_MAX_INSTRUCTIONS)
 
 
-def _keep_fewer_bytes(giving: FunctionResult, without: FunctionResult) -> FunctionResult:
-    """Of the allocations with and without giving way, the one whose spill code is fewer
-    bytes (then fewer registers; then the one giving way); its report's ``give_way`` and a
-    note say which and both figures."""
+def _keep_fewer_bytes(giving: FunctionResult, without: FunctionResult,
+                      limit: int | None = None) -> FunctionResult:
+    """Of the allocations with and without giving way, the one within ``--spill-limit``
+    (values spilled) where only one is, else the one whose spill code is fewer bytes (then
+    fewer registers; then the one giving way); its report's ``give_way`` and a note say which
+    and both figures."""
     def key(r: FunctionResult) -> tuple[int, int]:
         return r.spill_stores_bytes + r.spill_loads_bytes, r.registers
-    kept = without if key(without) < key(giving) else giving
+
+    def over(r: FunctionResult) -> bool:
+        return limit is not None and r.spilled_values > limit
+    kept = without if (over(without), key(without)) < (over(giving), key(giving)) else giving
     other = giving if kept is without else without
     kept.extra["give_way"] = {
         "kept": "without" if kept is without else "giving way",
@@ -427,7 +443,7 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
         clock.lap("coalesce")
     a.coloring = a.session.color(a.problem, a.options)
     if a.coloring.spilled and a.tuple_reused and not a.tuple_reuse_tried:
-        _without_tuple_reuse(a, allocator, remat)
+        _without_tuple_reuse(a, remat)
     merged = merged or a.tuple_reused > 0
     if a.coloring.spilled and allocator.name == "briggs":
         if a.result.rounds == 1:
@@ -444,7 +460,7 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
     return False
 
 
-def _without_tuple_reuse(a: Allocation, allocator: Allocator, remat: dict) -> None:
+def _without_tuple_reuse(a: Allocation, remat: dict) -> None:
     """The first round whose coloring with values merged into tuples (:mod:`tuple_reuse`)
     spills: the same round coalesced without those merges is colored too, and the coloring
     whose spill choice writes fewer bytes of spill code (then: costs less) kept, the merged one
@@ -455,7 +471,7 @@ def _without_tuple_reuse(a: Allocation, allocator: Allocator, remat: dict) -> No
     them (rematerializable registers add none, run temporaries only their reloads)."""
     plain = _problem(a)
     coalesce(plain, a.options.coalesce_factor)
-    fresh = allocator.color(plain, a.options)
+    fresh = a.session.color(plain, a.options)
 
     def spill_figures(p: Problem, coloring: Coloring) -> tuple[float, float]:
         code = choice.spill_code_bytes(p, None, remat, a.state.home)
@@ -463,6 +479,9 @@ def _without_tuple_reuse(a: Allocation, allocator: Allocator, remat: dict) -> No
     a.tuple_reuse_tried = True
     if spill_figures(plain, fresh) < spill_figures(a.problem, a.coloring):
         a.problem, a.coloring, a.tuple_reused, a.tuple_reuse = plain, fresh, 0, False
+        a.session.forget(2)
+    else:
+        a.session.forget(1)
 
 
 def _analyse(a: Allocation) -> dict:
@@ -486,6 +505,7 @@ def _analyse(a: Allocation) -> dict:
         # with uniform registers the analysis counts R and P only; the figures count everything
         a.result.max_live_legalized = (pressure_of(work).max_live if a.uniform
                                        else analysis.pressure.max_live)
+        a.predicate_floor = analysis.pressure.max_live_with_predicates(a.regfile.pred_regs)
         if a.options.stats:
             a.result.extra["graph"] = analysis.graph.statistics().as_dict()
         a.result.max_live, a.result.max_live_predicates = (
@@ -733,6 +753,25 @@ def _split_to_max_live(a: Allocation) -> None:
     a.result.notes.append(f"live ranges split: {registers} -> {after} registers, "
                           f"{len(got.copies_left)} register copies inserted ({in_loops} in "
                           f"loops, {inside} inside blocks)")
+
+
+def _register_floor(a: Allocation) -> None:
+    """The report's ``register_floor``: the fewest registers the code as allocated can take
+    (like MaxLive, counting apart the ends of a copy a coloring may merge), and what sets it —
+    MaxLive of the code colored (of a tuple's live members where values were merged into
+    tuples), MaxLive counting the predicates beyond P0-P6 (which live in general registers),
+    and the registers the calling convention fixes (:func:`convention.register_floor`). The bench (``bench/quality.py``) reports the
+    share of functions at it beside the share at MaxLive (docs/decisions.md, "Registers =
+    MaxLive at K = 255, session 7")."""
+    tuple_row = a.result.extra.get("tuple_reuse", {})
+    candidates = {"MaxLive": tuple_row.get("max_live_members", a.result.max_live_legalized),
+                  "predicates beyond P0-P6": a.predicate_floor}
+    if a.info.active and not a.coloring.spilled:
+        candidates["calling convention"] = convention.register_floor(
+            a.analysis, a.conv, a.info, a.problem, a.coloring.start)
+    floor = max(candidates.values())
+    a.result.extra["register_floor"] = {
+        "registers": floor, "from": next(why for why, n in candidates.items() if n == floor)}
 
 
 # -- 4. finish --------------------------------------------------------------------------------

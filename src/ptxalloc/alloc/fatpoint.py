@@ -518,6 +518,9 @@ class FatpointSession(Session):
         self.rounds.append(trace)
         return coloring
 
+    def forget(self, back: int) -> None:
+        del self.rounds[-back]
+
     def slots(self, cfg: "CFG", frame: int) -> int:
         from ..spill.compaction import compact_frame
         new_frame, _ = compact_frame(cfg, frame)

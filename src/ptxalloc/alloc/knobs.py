@@ -25,6 +25,7 @@ SpillStaticWeight                             -        10  cost per word of spil
 SerializeWgmma                                -         1  wgmma groups serialized, spilled around
 SplitToMaxLive                                -         1  above MaxLive: split at block ends (2: any copies)
 schedule                                      -         2  ptxalloc's own: 1 = schedule first, 2 = or not, fewer spill bytes
+ScheduleStoresLast                            -         1  the schedule's second order: stores last
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
 promote                                       -         0  ptxalloc's own: 1 = .local to registers
 recompute                                     -         1  ptxalloc's own: recompute at the use
@@ -159,6 +160,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "(passes/schedule.py), 2 = that, and where the scheduled code spills the code as "
          "written is allocated too and the one spilling fewer bytes kept (pipeline.py), "
          "0 = off", maximum=2, scope="all"),
+    Knob("ScheduleStoresLast", None, 1, True, 0,
+         "1: the schedule also tries, per segment, a second order that keeps stores and what "
+         "forms their operands last and computes each result right after its loads, kept "
+         "where its peak pressure is lower (passes/schedule.py), 0 = the first order alone",
+         maximum=1, scope="all"),
     Knob("hoist", None, 0, True, 0,
          "ptxalloc's own: 1 = loop-invariant instructions hoisted to loop preheaders before "
          "allocation (ptxas's HoistInvariants, passes/hoist.py), 2 = out of innermost loops "

@@ -34,6 +34,10 @@ class Session:
     def color(self, problem: "Problem", options) -> "Coloring":
         raise NotImplementedError
 
+    def forget(self, back: int) -> None:
+        """The coloring made ``back`` calls of :meth:`color` ago (1: the last) was discarded
+        by the driver: the session's log keeps only the colorings kept."""
+
     def slots(self, cfg: "CFG", frame: int) -> int:
         return frame
 

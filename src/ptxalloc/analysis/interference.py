@@ -130,40 +130,51 @@ class InterferenceGraph:
             moves=len(self.moves))
 
 
+def fenced_after(cfg: CFG, mask_of: list[int]) -> list[int]:
+    """Per instruction id, the union of ``mask_of[v]`` over the registers ``v`` that a
+    ``wgmma.mma_async`` after it in the text, with no ``wgmma.fence`` between, accesses
+    asynchronously: a write right after the instruction into one of them comes after the fence
+    that orders the warpgroup's writes before the ``wgmma`` (PTX ISA 9.7.15.5.1). The stretch
+    follows the text across labels from the function's start, as the checker's rule does
+    (:mod:`ptxalloc.verify.fences`): the code before a label falls through into it."""
+    after = [0] * len(cfg.instrs)
+    if not any(ins.base == "wgmma" for ins in cfg.instrs):
+        return after
+    ahead = 0
+    for p in range(len(cfg.instrs) - 1, -1, -1):
+        after[p] = ahead
+        ins = cfg.instrs[p]
+        if ins.opcode.startswith(FENCE):
+            ahead = 0
+        elif ins.opcode.startswith("wgmma.mma_async"):
+            got = isa.async_operands(ins)
+            if got is not None:
+                for v in got[0]:
+                    ahead |= mask_of[v]
+    return after
+
+
 def _fence_edges(cfg: CFG, adj: list[int], gpr_mask: int) -> None:
     """Edges between the registers a ``wgmma.mma_async`` accesses asynchronously and every
-    general register defined before it in its block after the last ``wgmma.fence`` (PTX ISA
-    9.7.15.5.1), or after the block's start where no fence precedes it there: a write to the
-    wgmma's registers must come before the fence, so no other value may be written there in
-    between — not even while an accumulator the wgmma only writes is dead
-    (:mod:`ptxalloc.verify.fences` checks it, from the block's start too). The wgmma's
-    registers are general registers: a predicate defined there gets no edge (files apart)."""
-    if not any(ins.base == "wgmma" for ins in cfg.instrs):
-        return
-    for b in cfg.blocks:
-        start = 0
-        for k, ins in enumerate(b.instrs):
-            opc = ins.opcode
-            if opc.startswith(FENCE):
-                start = k + 1
-            elif opc.startswith("wgmma.mma_async"):
-                got = isa.async_operands(ins)
-                if not got or not got[0]:
-                    continue
-                mask = 0
-                for a in got[0]:
-                    mask |= 1 << a
-                mask &= gpr_mask
-                defined = 0             # the general registers defined in between
-                for between in b.instrs[start:k]:
-                    for d in between.defs:
-                        others = mask & ~(1 << d)
-                        if others and gpr_mask >> d & 1:
-                            adj[d] |= others
-                            defined |= 1 << d
-                if defined:
-                    for a in bits(mask):
-                        adj[a] |= defined & ~(1 << a)
+    general register defined before it after the last ``wgmma.fence`` in the text (or the
+    function's start; :func:`fenced_after`): a write to the wgmma's registers must come before
+    the fence, so no other value may be written there in between — not even while an
+    accumulator the wgmma only writes is dead. The wgmma's registers are general registers: a
+    predicate defined there gets no edge (files apart)."""
+    after = fenced_after(cfg, [(1 << v) & gpr_mask for v in range(len(adj))])
+    # the mask changes only at fences and wgmmas: one update per run of equal masks (a wgmma
+    # accesses a hundred registers), not one per definition and register
+    fenced = defined = 0
+    for ins, mask in zip(cfg.instrs + [None], after + [0]):
+        if mask != fenced:
+            for a in bits(fenced):
+                adj[a] |= defined & ~(1 << a)
+            fenced, defined = mask, 0
+        if fenced:
+            for d in ins.defs:
+                if gpr_mask >> d & 1:
+                    adj[d] |= fenced & ~(1 << d)
+                    defined |= 1 << d
 
 
 def _adjacency(cfg: CFG, liveness: Liveness, classes, gpr_mask: int,

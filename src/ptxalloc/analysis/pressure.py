@@ -274,6 +274,22 @@ class Pressure:
         """MaxLive in whole 32-bit registers (two 16-bit halves make one)."""
         return math.ceil(self.max_regs)
 
+    def max_live_with_predicates(self, pred_regs: int) -> int:
+        """MaxLive counting the predicates beyond the predicate file's ``pred_regs``: where
+        more are live at once, the others live in general registers (SPEC section 5: a spilled
+        predicate is a 32-bit register holding 0 or 1, live from its definition to its last
+        use), so the most, over every point, of the general registers live there plus the
+        predicates above ``pred_regs``. A floor for an allocation that keeps every predicate
+        as written (none recomputed where it is read)."""
+        most = self.max_regs
+        for g, p in zip(self.gpr, self.pred):
+            if p > pred_regs and g + p - pred_regs > most:
+                most = g + p - pred_regs
+        for g, p in zip(self.entry_gpr, self.entry_pred):
+            if p > pred_regs and g + p - pred_regs > most:
+                most = g + p - pred_regs
+        return math.ceil(most)
+
     def top_points(self, count: int = 5) -> list[int]:
         """Instruction ids of the highest-pressure instructions, highest first."""
         order = sorted(range(len(self.gpr)), key=lambda i: (-self.gpr[i], i))

@@ -220,23 +220,24 @@ def set_plain_roles(instr: Instruction, reads: list[int], first: int, regs: RegT
     while splitting the operands; :func:`classify` with those it collects."""
     ops = instr.ops
     n = len(ops)
-    key = (first, 1, n)
-    roles = _ROLES.get(key)
+    key = n if first == DEF else -n
+    roles = _PLAIN_ROLES.get(key)
     if roles is None:
-        roles = _ROLES[key] = (first,) + (USE,) * (n - 1)
+        roles = _PLAIN_ROLES[key] = (first,) + (USE,) * (n - 1)
     instr.roles = roles
     guard = instr.guard
     if first == DEF:
         d = reads[0]
         instr.defs = (d,)
-        if guard < 0 and n == 2 and len(reads) == 2 and instr.base == "mov":
+        if n == 2 and guard < 0 and len(reads) == 2 and instr.base == "mov":
             s = reads[1]
             instr.uses = (s,)
             if type(ops[1]) is Reg:
                 instr.is_copy = (regs.classes[d] == regs.classes[s]
                                  and regs.vec[d] == regs.vec[s])
             return
-        uses = reads[1:]
+        del reads[0]
+        uses = reads
     else:
         instr.defs = ()
         uses = reads
@@ -247,6 +248,10 @@ def set_plain_roles(instr: Instruction, reads: list[int], first: int, regs: RegT
         instr.uses = tuple(uses)
     else:
         instr.uses = tuple(dict.fromkeys(uses))
+
+
+#: the roles set_plain_roles gives n operands: key n when the first is defined, -n when used
+_PLAIN_ROLES: dict[int, tuple[int, ...]] = {}
 
 
 def _plain_reads(ops: list) -> list[int] | None:

@@ -27,6 +27,22 @@ order is kept only when the segment's peak pressure (general registers and predi
 as :mod:`analysis.pressure` counts them, and at equal peaks the sum over its instructions) is
 lower; otherwise the segment stays as written. So the pass never raises MaxLive.
 
+*Stores last.* Where a segment has stores (or Triton's masked loads, below), a second order is
+tried and kept when its peak is lower than the first's (docs/decisions.md, "Loaded values held
+from their load to their use"). No load may pass a store, so when a segment loads everything
+before its first store (Triton's layer-norm epilogue: 24 masked loads, then the arithmetic,
+then 8 stores), the first order, greedy on growth, puts each result's arithmetic right above
+its store and leaves every loaded value live from the loads above the first store down to it.
+The second places, bottom-up, in three tiers: first what does not grow the general registers
+(counting ``unlocks``) or computes only from values from before the segment (``rooted``: an
+address or a mask predicate formed at its store), then the stores, then the rest; within a
+tier by growth, ``unlocks``, then depth first (the candidate whose last successor was placed
+latest), ``need`` and place. So the stores and what forms their operands stay at the bottom,
+and above them each result is computed right after its own loads: the results are held, not
+the loaded values. Triton writes a masked load as ``mov.u32 %r, 0x0; @%p ld.global.b32 {%r},
+[..]``; the guarded load does not end ``%r`` (the ``mov`` does, and its one successor is the
+load), so the second order counts such a load as ending it.
+
 The result is a permutation of the original instructions; :mod:`ptxalloc.verify.schedule`
 validates it independently (and the allocation checker then proves the allocation against the
 scheduled order; docs/checker.md). Switch: the knob ``schedule`` (1, the default; ``--knob
@@ -92,9 +108,10 @@ def _segment_ranges(fn: Function) -> list[tuple[int, int]]:
     return [(a, b) for a, b in out if b - a >= MIN_SEGMENT]
 
 
-def schedule_function(fn: Function) -> Scheduled | None:
+def schedule_function(fn: Function, stores_last: bool = True) -> Scheduled | None:
     """The function with each segment in the order of lowest pressure found, or None when no
-    segment is improved."""
+    segment is improved; ``stores_last`` (knob ``ScheduleStoresLast``) tries the second order
+    (module docstring) too."""
     with gc_paused():
         ranges = _segment_ranges(fn)
         if not ranges:
@@ -126,7 +143,7 @@ def schedule_function(fn: Function) -> Scheduled | None:
                 after = after_cache[blk] = liveness.live_after(blk)
             live_out = after[b - 1 - cfg.blocks[blk].first]
             local = _schedule_segment(instrs[a:b], live_out, weight, is_pred, spans,
-                                      len(regs))
+                                      len(regs), stores_last)
             if local is not None:
                 changed += 1
                 for k, x in enumerate(local):
@@ -147,7 +164,7 @@ def schedule_function(fn: Function) -> Scheduled | None:
 
 def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
                       is_pred: list[bool], spans: dict[int, tuple[int, frozenset]],
-                      n_regs: int) -> list[int] | None:
+                      n_regs: int, stores_last: bool = True) -> list[int] | None:
     """The new order of one segment (local indices), or None when it does not lower the
     segment's pressure. ``spans`` maps a member of a tuple group (registers an instruction
     names as one vector, allocated side by side) to the group's number in ``weight`` and its
@@ -199,8 +216,13 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
     last_store = -1         # the last ORDERED instruction that is not a load
     loads: list[int] = []   # the loads since
     need = [0] * n          # Sethi-Ullman number: the registers evaluating j's operands takes
+    ends = [()] * n         # values a guarded definition's lone full definition ends next
+    stores = [False] * n    # ORDERED instructions that are not loads
+    rooted = [False] * n    # arithmetic on values from before the segment only
     for j, ins in enumerate(seg):
         pj = preds[j]
+        if ins.guard >= 0:
+            ends[j] = tuple(_ending(ins, last_def, reads, ids, kills, spans))
         producers = set()
         for u in dep_uses[j]:
             d = last_def.get(u)
@@ -228,12 +250,15 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
             if last_carry >= 0:
                 pj.append(last_carry)
             last_carry = j
-        if effect_kind(ins) == ORDERED:
+        kind = effect_kind(ins)
+        rooted[j] = kind != ORDERED and all(rooted[p] for p in producers)
+        if kind == ORDERED:
             if last_store >= 0:
                 pj.append(last_store)
             if reads_memory_only(ins):
                 loads.append(j)
             else:               # after every load since the last store or collective
+                stores[j] = True
                 pj.extend(loads)
                 loads = []
                 last_store = j
@@ -242,23 +267,68 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
         for r in set(uses[j] + defs[j]):
             touching[r].append(j)
     preds = [list(dict.fromkeys(p)) for p in preds]    # without repeats
-    placed = _list_schedule(preds, uses, kills, w, need, live0, touching)
-    if placed == list(range(n)):
-        return None
     old = _pressure(list(range(n)), uses, defs, kills, w, wp, live0)
-    new = _pressure(placed, uses, defs, kills, w, wp, live0)
-    better = (new[0] <= old[0] and new[1] <= old[1]
-              and (new[0] < old[0] or new[1] < old[1] or new[2] < old[2]))
-    return placed if better else None
+    best = None
+    orders = [_list_schedule(preds, uses, kills, w, need, live0, touching)]
+    if stores_last and (any(stores) or any(ends)):
+        orders.append(_list_schedule(preds, uses, kills, w, need, live0, touching,
+                                     _StoresLast(ends, stores, rooted,
+                                                 [0 if p else x for x, p in zip(w, wp)])))
+    for placed in orders:
+        new = _pressure(placed, uses, defs, kills, w, wp, live0)
+        better = (new[0] <= old[0] and new[1] <= old[1]
+                  and (new[0] < old[0] or new[1] < old[1] or new[2] < old[2]))
+        if better and (best is None or new[:2] < best[0][:2]):
+            best = (new, placed)
+    return best[1] if best else None
 
 
-def _list_schedule(preds: list[list[int]], uses, kills, w, need, live0,
-                   touching) -> list[int]:
+def _ending(ins: Instruction, last_def: dict[int, int], reads: dict[int, list[int]],
+            ids: dict[int, int], kills, spans) -> list[int]:
+    """The values (pressure ids) that the guarded instruction ``ins`` defines partially and
+    whose definition reaching it (``last_def``, before ``ins``) is a full one with no reader in
+    between (Triton's ``mov.u32 %r, 0x0; @%p ld.global.b32 {%r}, [..]``): that definition's one
+    successor is ``ins``, so once ``ins`` is placed (bottom-up) it is ready and ends the
+    value."""
+    out = []
+    for v in ins.defs:
+        if v in spans:
+            continue
+        d = ids[v]
+        x = last_def.get(d)
+        if x is not None and not reads.get(d) and d in kills[x]:
+            out.append(d)
+    return out
+
+
+@record
+class _StoresLast:
+    """What the second order of a segment (module docstring, "Stores last") reads, per local
+    instruction: ``ends`` (:func:`_ending`), ``stores`` (ORDERED, not a load), ``rooted``
+    (arithmetic whose operands, through the segment's own definitions, all come from before
+    the segment: no load under it) and ``gpr_weight`` (the pressure ids' weights, predicates
+    0)."""
+
+    ends: list[tuple[int, ...]]
+    stores: list[bool]
+    rooted: list[bool]
+    gpr_weight: list[int]
+
+
+def _list_schedule(preds: list[list[int]], uses, kills, w, need, live0, touching,
+                   stores_last: _StoresLast | None = None) -> list[int]:
     """The bottom-up list schedule of a segment whose dependences are ``preds`` (each
     instruction's predecessors), as local indices in program order: from the values live
     after the segment, each step places the ready instruction (all successors placed) whose
     placement makes the live set grow least, then the one that lets a predecessor free the
-    most (``unlocks``), then the smaller Sethi-Ullman number ``need``, then the later one."""
+    most (``unlocks``), then the smaller Sethi-Ullman number ``need``, then the later one.
+
+    With ``stores_last``, the second order: ready instructions come in three tiers, first
+    those that do not grow the general registers (counting ``unlocks``) or compute from values
+    live anyway (``rooted``), then stores, then the rest; within a tier by growth (a guarded
+    definition counted as ending the value its lone full definition ``ends``), ``unlocks``,
+    then depth first (the one whose last successor was placed latest), ``need`` and place."""
+    ends = stores_last.ends if stores_last else None
     n = len(preds)
     succs: list[list[int]] = [[] for _ in range(n)]
     for y, p in enumerate(preds):
@@ -266,8 +336,9 @@ def _list_schedule(preds: list[list[int]], uses, kills, w, need, live0,
             succs[x].append(y)
     nsucc = [len(x) for x in succs]
     live = list(live0)
+    recent = [-1] * n       # when j's last successor was placed: depth first, the latest
 
-    def delta(j: int) -> int:
+    def delta(j: int, w: list[int] = w) -> int:
         dl = 0
         ks = kills[j]
         for k in ks:
@@ -276,9 +347,13 @@ def _list_schedule(preds: list[list[int]], uses, kills, w, need, live0,
         for u in uses[j]:
             if not live[u] or u in ks:
                 dl += w[u]
+        if ends is not None:
+            for e in ends[j]:
+                if live[e]:
+                    dl -= w[e]
         return dl
 
-    def unlocks(j: int) -> int:
+    def unlocks(j: int, w: list[int] = w) -> int:
         """How much placing ``j`` lets its predecessors free next: the least growth of the
         live set among the predecessors whose last unplaced successor ``j`` is, counted with
         the live set after ``j`` (0 when none shrinks it). Breaks ties between candidates of
@@ -304,8 +379,16 @@ def _list_schedule(preds: list[list[int]], uses, kills, w, need, live0,
                 best = dl
         return best
 
-    def key(j: int) -> tuple[int, int, int, int]:
-        return (delta(j), unlocks(j), need[j], -j)
+    if stores_last is None:
+        def key(j: int) -> tuple:
+            return (delta(j), unlocks(j), need[j], -j)
+    else:
+        stores, rooted, gpr_w = stores_last.stores, stores_last.rooted, stores_last.gpr_weight
+
+        def key(j: int) -> tuple:
+            tier = 0 if rooted[j] or delta(j, gpr_w) + unlocks(j, gpr_w) <= 0 \
+                else 2 - stores[j]
+            return (tier, delta(j), unlocks(j), -recent[j], need[j], -j)
 
     heap = [key(j) for j in range(n) if nsucc[j] == 0]
     heapq.heapify(heap)
@@ -325,7 +408,7 @@ def _list_schedule(preds: list[list[int]], uses, kills, w, need, live0,
 
     while heap:
         entry = pop(heap)
-        j = -entry[3]
+        j = -entry[-1]
         if done[j]:
             continue
         now = key(j)
@@ -346,6 +429,7 @@ def _list_schedule(preds: list[list[int]], uses, kills, w, need, live0,
             nsucc[p] -= 1
             if nsucc[p] == 0:
                 ready[p] = True
+                recent[p] = len(placed)
                 again.add(p)
             elif nsucc[p] == 1:
                 last_successor(p, again)

@@ -571,35 +571,35 @@ class _FunctionParser:
                          and "," not in rest[o:c])
             if plain:
                 # split on the commas; a declared register is looked up inline, and the
-                # registers the operands name are collected for the roles (reads; None once
-                # an operand is not plain: isa.set_plain_roles)
+                # registers the operands name are collected for the roles (reads: meaningful
+                # while every operand is plain, isa.set_plain_roles)
                 names = self.names
                 cache = self.reg_cache
-                operand = self.operand
                 ops = []
                 reads = []
+                plain_reads = True
                 for t in rest.split(","):
                     t = t.strip()
                     e = names.get(t)
-                    if e is None:
-                        op = operand(t, pos)
-                        ops.append(op)
-                        if reads is not None:
-                            ty = type(op)
-                            if ty is Mem:
-                                if op.rest:
-                                    reads = None
-                                elif type(op.base) is Reg:
-                                    reads.append(op.base.v)
-                            elif ty is not Imm and ty is not Sym:
-                                reads = None        # a component, a sum, a sink ...
-                    else:
+                    if e is not None:
                         vid = e[4]
                         if vid < 0:
                             vid = self.materialize(t, e)
                         ops.append(cache[vid])
-                        if reads is not None:
-                            reads.append(vid)
+                        reads.append(vid)
+                        continue
+                    op = self.constants.get(t) or self.operand(t, pos)
+                    ops.append(op)
+                    ty = type(op)
+                    if ty is Mem:
+                        if op.rest:
+                            plain_reads = False
+                        elif type(op.base) is Reg:
+                            reads.append(op.base.v)
+                    elif ty is not Imm and ty is not Sym:
+                        plain_reads = False     # a component, a sum, a sink ...
+                if not plain_reads:
+                    reads = None
             else:
                 bad = _unbalanced_at(rest)
                 if bad >= 0:
@@ -698,6 +698,7 @@ class _FunctionParser:
         simple_line = _SIMPLE_LINE.match
         build = self.build
         facts_of = _OPCODE_FACTS.get
+        function_scope = scope_names[0]
         while True:
             if fresh:
                 m = simple_line(text, pos)
@@ -721,7 +722,13 @@ class _FunctionParser:
                         continue
                     rclass = _REG_TYPES.get(ptype)
                     if rclass is not None:
-                        self.declare_one(name, ptype, rclass, decl, line, pos)
+                        if name in names or len(scopes) > 1 or self.constants:
+                            self.declare_one(name, ptype, rclass, decl, line, pos)
+                        else:
+                            # declare_one's work where it has nothing to check or undo
+                            names[name] = [ptype, rclass, 0, line, -1]
+                            function_scope.add(name)
+                            body.append(Raw(REG_DECL, decl, line))
                         pos = m.end()
                         line += 1
                         continue

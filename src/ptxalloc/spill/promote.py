@@ -23,8 +23,9 @@ registers up to the budget, and reports the registers so used.
 from __future__ import annotations
 
 
+from ..analysis.interference import fenced_after
 from ..analysis.liveness import Liveness
-from ..ir import build, isa
+from ..ir import build
 from ..ir.cfg import CFG
 from ..ir.edits import Edit, EditKind, Slot
 from ..ir.instruction import Instruction
@@ -106,7 +107,8 @@ def busy_units(cfg: CFG, start: dict[int, int], shapes: dict[int, Shape],
     """Per instruction id, the general-register units occupied there: by the registers live
     after it, those it defines, what a call destroys, and the registers a later
     ``wgmma.mma_async`` accesses asynchronously before the next ``wgmma.fence`` in the text
-    (:func:`fenced_units`): a copy into a promoted register may not be written there."""
+    (:func:`~ptxalloc.analysis.interference.fenced_after`): a copy into a promoted register
+    may not be written there."""
     mask_of = [0] * len(cfg.fn.regs)       # register -> its units (0: none, or a predicate)
     for v, s in start.items():
         if shapes[v].file == GPR:
@@ -148,33 +150,9 @@ def busy_units(cfg: CFG, start: dict[int, int], shapes: dict[int, Shape],
             for d in ins.defs:
                 units |= mask_of[d]
             busy[b.first + k] = units
-    for p, units in enumerate(fenced_units(cfg, mask_of)):
+    for p, units in enumerate(fenced_after(cfg, mask_of)):
         busy[p] |= units
     return busy
-
-
-def fenced_units(cfg: CFG, mask_of: list[int]) -> list[int]:
-    """Per instruction id, the units of the registers that a ``wgmma.mma_async`` after it in
-    the text, with no ``wgmma.fence`` between, accesses asynchronously: a write placed right
-    after the instruction into one of them comes after the fence that orders the warpgroup's
-    writes before the ``wgmma`` (PTX ISA 9.7.15.5.1; the checker's rule,
-    :mod:`ptxalloc.verify.fences`, which follows the text across labels), even where the
-    register is dead there."""
-    after = [0] * len(cfg.instrs)
-    if not any(ins.base == "wgmma" for ins in cfg.instrs):
-        return after
-    ahead = 0
-    for p in range(len(cfg.instrs) - 1, -1, -1):
-        after[p] = ahead
-        ins = cfg.instrs[p]
-        if ins.opcode.startswith(isa.WGMMA_FENCE):
-            ahead = 0
-        else:
-            got = isa.async_operands(ins)
-            if got is not None and ins.opcode.startswith("wgmma.mma_async"):
-                for v in got[0]:
-                    ahead |= mask_of[v]
-    return after
 
 
 def _slot_points(cfg: CFG, key_index: dict[Slot, int]) -> list[list[int]]:
