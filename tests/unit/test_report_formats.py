@@ -155,6 +155,8 @@ def test_no_spill_no_remark(capsys, tmp_path):
     (["--knob", "RegTgtCoeffA=0.3", "--allocator", "fatpoint"], "RegTgtCoeffA"),
     (["--knob", "RegAllocNumNonSpillTrials=3", "--allocator", "fatpoint"], None),
     (["--knob", "RegTgtCoeffA=0.3", "--registers", "auto"], None),
+    (["--knob", "TupleReuse=0", "--allocator", "linear"], "TupleReuse"),
+    (["--knob", "TupleReuse=0", "--allocator", "fatpoint"], None),
 ])
 def test_a_knob_nothing_reads_is_a_warning(capsys, argv, warned):
     rc = main(["allocate", str(OWN), "-o", "/dev/null", *argv])

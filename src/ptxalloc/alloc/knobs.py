@@ -192,7 +192,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "1: a value computed from a register tuple's member read for the last time (a "
          "wgmma score's fma) is merged into the tuple on that member's register, as ptxas "
          "writes in place (alloc/tuple_reuse.py); 0 = a tuple's registers stay taken until "
-         "its last member dies", maximum=1, scope="all"),
+         "its last member dies", maximum=1, scope="coalescing"),
     Knob("SpillEvict", None, 1, True, 0,
          "1: after the first round's select, a node left without a register takes the placement of colored "
          "neighbours that cost less to spill than it (alloc/choice.py), 0 = the seeds' select",
@@ -255,19 +255,32 @@ def parse_knobs(texts: list[str] | None) -> dict[str, float]:
 SCOPES = {"fatpoint": "the fat-point allocator (--allocator fatpoint)",
           "briggs": "the briggs allocator (--allocator briggs)",
           "budget": "the budget model of --registers auto",
+          "coalescing": "the allocators that coalesce copies (briggs, fatpoint)",
           "all": "every allocator (ptxalloc's passes around allocation)"}
 
 
 def inapplicable(knobs: dict[str, float], allocator: str, registers) -> list[str]:
     """Warnings for knobs set where nothing reads them: a fat-point knob with another
-    allocator, a budget-model knob without ``--registers auto``."""
+    allocator, a coalescing knob with an allocator that does not coalesce, a budget-model
+    knob without ``--registers auto``."""
     out = []
     for name in knobs:
         scope = KNOBS[name].scope
         if (scope in ("fatpoint", "briggs") and allocator != scope) or \
+                (scope == "coalescing" and not _coalesces(allocator)) or \
                 (scope == "budget" and registers != "auto"):
             out.append(f"knob {name} has no effect here: only {SCOPES[scope]} reads it")
     return out
+
+
+def _coalesces(allocator: str) -> bool:
+    """Whether the registered allocator ``allocator`` coalesces copies (unknown: True, its
+    error comes from the driver)."""
+    from . import api
+    try:
+        return api.get(allocator).coalesces
+    except KeyError:
+        return True
 
 
 def help_text() -> str:

@@ -44,10 +44,11 @@ at its uses when
 * for a predicate (a ``setp``, or ``and``/``or``/``xor``/``not.pred`` of predicates) when the
   function keeps more predicates live at once than P0-P6 hold, a second plan also reads its
   32-bit operands at the use with their ranges extended (Triton's matmul keeps 33 predicates
-  live from ``setp``s before its epilogue's barrier to the stores they guard; ptxas issues ``ISETP`` right before each guarded
-  access and never keeps more than 7): a predicate beyond the file would spill into a general
-  register anyway. Of the plans with and without this trade the one needing fewer registers
-  in all (general MaxLive plus the predicates beyond the file) is kept;
+  live from ``setp``s before its epilogue's barrier to the stores they guard; ptxas issues
+  ``ISETP`` right before each guarded access and never keeps more than 7): a predicate beyond
+  the file would spill into a general register anyway. Of the plans with and without this
+  trade the one needing fewer registers in all (general MaxLive plus the predicates beyond
+  the file) is kept;
 * the recomputations are worth it by seed 002's rule (:func:`ptxalloc.spill.remat.
   worth_rematerializing`: one cycle of compute against a reload of 4 to 10) and there are at
   most :data:`MAX_RECOMPUTATIONS` of them, and the value's range shrinks (it is not read only
@@ -62,8 +63,8 @@ kept only when its MaxLive (general registers and predicates) is no higher.
 The decisions are :class:`~ptxalloc.ir.recompute.Recompute` records; the allocated function
 carries them in ``//@recompute`` / ``//@dead`` lines and :mod:`ptxalloc.verify.recompute`
 proves the rewritten function equivalent to the original by its own available-expressions
-argument (docs/checker.md, "Recomputed allocations"). Switch: the knob ``recompute`` (2: with chains, the default;
-1: without; 0: off).
+argument (docs/checker.md, "Recomputed allocations"). Switch: the knob ``recompute`` (2: with
+chains, the default; 1: without; 0: off).
 """
 
 from __future__ import annotations
@@ -332,10 +333,10 @@ def _plan(fn: Function, chains_allowed: bool, trade_predicates: bool = False,
         """Whether operand ``u`` of instruction ``reader`` can be had at ``j``: recomputed there
         too when ``reader`` is its only reader (it then dies), else live there anyway, else
         recomputed there, else read there with its range extended (``extended`` collects it)
-        when ``reader`` is its only reader or it is a general register: :func:`_narrower` and :func:`_settled` then bound the widths (module
-        docstring); of a chain and an extension the cheaper; appends definitions to copy,
-        innermost first. A value already recomputed (its definition left out) can only be
-        copied again."""
+        when ``reader`` is its only reader or it is a general register: :func:`_narrower` and
+        :func:`_settled` then bound the widths (module docstring); of a chain and an extension
+        the cheaper; appends definitions to copy, innermost first. A value already recomputed
+        (its definition left out) can only be copied again."""
         only = readers[u] == {reader}
         extendable = only or (trading[0] and regs.classes[u] == RegClass.GPR32) \
             or (share and not trading[0] and regs.classes[u] in _GENERAL)
