@@ -42,6 +42,17 @@ def corpus_params(ok_only: bool = True):
     return [pytest.param(f, id=f["path"]) for f in files]
 
 
+def corpus_module(path: str):
+    """The corpus file ``path`` (relative to the corpus root) parsed, and the ``-arch`` ptxas
+    takes it with (MANIFEST.json); the test is skipped where the corpus is absent."""
+    from ptxalloc.ptx import parse_file
+    root = corpus_root()
+    if root is None:
+        pytest.skip("../shared/corpus is absent")
+    arch = next(e["ptxas_arch"] for e in manifest() if e["path"] == path)
+    return parse_file(str(root / path)), arch
+
+
 def data_files(pattern: str = "**/*.ptx") -> list[Path]:
     return sorted(DATA.glob(pattern))
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import assert_chain_proven_and_assembles, corpus_root, manifest
+from conftest import assert_chain_proven_and_assembles, corpus_module
 from ptxalloc.alloc.driver import Options
 from ptxalloc.pipeline import allocate_module
-from ptxalloc.ptx import parse_file
 
 pytestmark = pytest.mark.corpus
 
@@ -37,11 +36,7 @@ CASES = [
                          ids=[f"{c[1]}-{c[2]}" for c in CASES])
 def test_the_split_reaches_max_live_proven_and_assembled(path, name, allocator, registers,
                                                          copies, in_loops):
-    root = corpus_root()
-    if root is None:
-        pytest.skip("../shared/corpus is absent")
-    module = parse_file(str(root / path))
-    arch = next(e["ptxas_arch"] for e in manifest() if e["path"] == path)
+    module, arch = corpus_module(path)
     res = allocate_module(module, registers=255, function=name,
                           options=Options(allocator=allocator))
     (fr,) = res.functions

@@ -49,22 +49,19 @@ def test_a_large_graph_reaches_max_live_by_one_descent(allocator, monkeypatch):
     limit, whose greedy colorings and squeaky wheel end at 46 against MaxLive 45; briggs's
     coalesced graph stays at 46, the graph before coalescing reaches 45 in one DSATUR descent
     at the bound (fat-point's own scan reaches 45). Proven from the original file through the
-    pre-passes and assembled by ptxas; without the descent briggs uses 46."""
-    from conftest import assert_chain_proven_and_assembles, manifest
+    pre-passes and assembled by ptxas, at its register floor (MaxLive); without the descent
+    briggs uses 46."""
+    from conftest import assert_chain_proven_and_assembles, corpus_module
     from ptxalloc.alloc import compact as compact_module
     from ptxalloc.alloc.driver import Options
-    root = corpus_root()
-    if root is None:
-        pytest.skip("../shared/corpus is absent")
-    path = "gpuocelot/tests/ptx/sdk2.2/bisect_large.ptx"
     name = "_Z17bisectKernelLargePfS_jffjjfPjS0_S_S_S0_S_S_S0_S0_S0_S0_"
-    module = parse_file(str(root / path))
-    arch = next(e["ptxas_arch"] for e in manifest() if e["path"] == path)
+    module, arch = corpus_module("gpuocelot/tests/ptx/sdk2.2/bisect_large.ptx")
     res = allocate_module(module, registers=255, function=name,
                           options=Options(allocator=allocator))
     (fr,) = res.functions
     assert fr.spilled_values == 0
     assert fr.registers == fr.max_live_legalized == 45
+    assert fr.extra["register_floor"] == {"registers": 45, "from": "MaxLive"}
     assert_chain_proven_and_assembles(module, res, arch)
     if allocator == "briggs":
         monkeypatch.setattr(compact_module, "LARGE_SEARCH_MAX_NODES", 0)
@@ -78,19 +75,14 @@ def test_a_large_graph_reaches_max_live_by_one_descent(allocator, monkeypatch):
 FLOORS = [
     # 4 registers live across the call to poly() in R24-R27
     ("nvcc/mykernels_sm90.ptx", "saxpy_poly", 8, 28, "calling convention"),
-    ("gpuocelot/tests/ptx/sdk2.2/bisect_large.ptx",
-     "_Z17bisectKernelLargePfS_jffjjfPjS0_S_S_S0_S_S_S0_S0_S0_S0_", 45, 45, "MaxLive"),
+    # bisect_large's kernel at its MaxLive: test_a_large_graph_reaches_max_live_by_one_descent
 ]
 
 
 @pytest.mark.parametrize("path,name,max_live,floor,why", FLOORS, ids=[c[1][:30] for c in FLOORS])
 def test_the_register_floor_is_reached(path, name, max_live, floor, why):
-    from conftest import assert_chain_proven_and_assembles, manifest
-    root = corpus_root()
-    if root is None:
-        pytest.skip("../shared/corpus is absent")
-    module = parse_file(str(root / path))
-    arch = next(e["ptxas_arch"] for e in manifest() if e["path"] == path)
+    from conftest import assert_chain_proven_and_assembles, corpus_module
+    module, arch = corpus_module(path)
     for allocator in ("briggs", "fatpoint"):
         res = allocate_module(module, registers=255, function=name, allocator=allocator)
         (fr,) = res.functions

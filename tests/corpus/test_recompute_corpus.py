@@ -9,6 +9,8 @@ Skipped where ``../shared/corpus`` is absent.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from conftest import assert_chain_proven_and_assembles, assert_justified_refusal, corpus_files, corpus_root
@@ -30,14 +32,17 @@ def _params():
     return [pytest.param(f, id=f["path"]) for f in files]
 
 
+@functools.lru_cache(maxsize=None)
+def _recomputed(path: str) -> list:
+    """(function, its recomputation) for each function of the corpus file ``path`` that the
+    pass rewrites; computed once for both tests below."""
+    module = parse_file(str(corpus_root() / path))
+    return [(fn, r) for fn in module.functions if (r := recompute_function(fn)) is not None]
+
+
 @pytest.mark.parametrize("entry", _params())
 def test_recomputation_proven_and_never_raises_maxlive(entry):
-    module = parse_file(str(corpus_root() / entry["path"]))
-    mutated = 0
-    for fn in module.functions:
-        r = recompute_function(fn)
-        if r is None:
-            continue
+    for fn, r in _recomputed(entry["path"]):
         check_recomputation(fn, r.function)
         before, after = pressure_of(fn), pressure_of(r.function)
         assert after.max_live <= before.max_live and after.max_preds <= before.max_preds
@@ -75,12 +80,8 @@ def test_a_changed_constant_in_a_recomputed_chain_is_refuted(entry):
     from ptxalloc.errors import VerificationError
     from ptxalloc.ir.instruction import Instruction
     from ptxalloc.ir.operands import Imm
-    module = parse_file(str(corpus_root() / entry["path"]))
     mutated = 0
-    for fn in module.functions:
-        r = recompute_function(fn)
-        if r is None:
-            continue
+    for fn, r in _recomputed(entry["path"]):
         n = len(fn.regs)
         body = list(r.function.body)
         for k, s in enumerate(body):
