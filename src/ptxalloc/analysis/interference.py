@@ -130,10 +130,10 @@ class InterferenceGraph:
             moves=len(self.moves))
 
 
-def fenced_after(cfg: CFG, mask_of: list[int]) -> list[int]:
-    """Per instruction id, the union of ``mask_of[v]`` over the registers ``v`` that a
-    ``wgmma.mma_async`` after it in the text, with no ``wgmma.fence`` between, accesses
-    asynchronously: a write right after the instruction into one of them comes after the fence
+def fenced_after(cfg: CFG, mask_of: list[int] | None = None) -> list[int]:
+    """Per instruction id, the union of ``mask_of[v]`` (``1 << v`` without ``mask_of``) over
+    the registers ``v`` that a ``wgmma.mma_async`` after it in the text, with no
+    ``wgmma.fence`` between, accesses asynchronously: a write right after the instruction into one of them comes after the fence
     that orders the warpgroup's writes before the ``wgmma`` (PTX ISA 9.7.15.5.1). The stretch
     follows the text across labels from the function's start, as the checker's rule does
     (:mod:`ptxalloc.verify.fences`): the code before a label falls through into it."""
@@ -150,7 +150,7 @@ def fenced_after(cfg: CFG, mask_of: list[int]) -> list[int]:
             got = isa.async_operands(ins)
             if got is not None:
                 for v in got[0]:
-                    ahead |= mask_of[v]
+                    ahead |= 1 << v if mask_of is None else mask_of[v]
     return after
 
 
@@ -161,11 +161,14 @@ def _fence_edges(cfg: CFG, adj: list[int], gpr_mask: int) -> None:
     the fence, so no other value may be written there in between — not even while an
     accumulator the wgmma only writes is dead. The wgmma's registers are general registers: a
     predicate defined there gets no edge (files apart)."""
-    after = fenced_after(cfg, [(1 << v) & gpr_mask for v in range(len(adj))])
+    after = fenced_after(cfg)
+    if not any(after):
+        return                      # no wgmma (the common case, on every interference build)
     # the mask changes only at fences and wgmmas: one update per run of equal masks (a wgmma
     # accesses a hundred registers), not one per definition and register
     fenced = defined = 0
     for ins, mask in zip(cfg.instrs + [None], after + [0]):
+        mask &= gpr_mask
         if mask != fenced:
             for a in bits(fenced):
                 adj[a] |= defined & ~(1 << a)
