@@ -41,18 +41,17 @@ def expected_adjacency(fn, cfg, lv, pred_mask: int, gpr_mask: int) -> list[int]:
         for w in bits(entry & same_file(v) & ~(1 << v)):
             edge(v, w)
     # PTX ISA 9.7.15.5.1: no other value may be written into a register a wgmma.mma_async
-    # accesses asynchronously after the fence before it (or the block's start, without one)
-    for b in cfg.blocks:
-        since_fence = []
-        for ins in b.instrs:
-            if ins.opcode.startswith("wgmma.fence"):
-                since_fence = []
-            elif ins.opcode.startswith("wgmma.mma_async"):
-                accessed = {a for a in (isa.async_operands(ins) or [()])[0]
-                            if gpr_mask >> a & 1}
-                for d in since_fence:
-                    if gpr_mask >> d & 1:
-                        for a in accessed - {d}:
-                            edge(d, a)
-            since_fence.extend(ins.defs)
+    # accesses asynchronously after the fence before it in the text (or the function's start,
+    # without one): labels do not end the stretch, the code before them falls through
+    since_fence = []
+    for ins in cfg.instrs:
+        if ins.opcode.startswith("wgmma.fence"):
+            since_fence = []
+        elif ins.opcode.startswith("wgmma.mma_async"):
+            accessed = {a for a in (isa.async_operands(ins) or [()])[0] if gpr_mask >> a & 1}
+            for d in since_fence:
+                if gpr_mask >> d & 1:
+                    for a in accessed - {d}:
+                        edge(d, a)
+        since_fence.extend(ins.defs)
     return expected

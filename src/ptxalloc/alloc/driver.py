@@ -50,7 +50,7 @@ from ..analysis import FunctionAnalysis, analyze_function, pressure_of
 from ..analysis.calls import is_call
 from ..analysis.need import check_feasible, pinned_registers
 from ..analysis.static_shared import own_static_shared
-from ..errors import AllocationError, PtxallocError
+from ..errors import AllocationError
 from ..ir.build import stored, width_bytes
 from ..ir.cfg import CFG
 from ..ir.module import Function
@@ -248,8 +248,9 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         try:
             other = _allocate_once(fn, sm, budget, without, allocator, module_decls,
                                    written).result
-        except PtxallocError as e:
-            # the allocation giving way stands on its own (proven where asked)
+        except AllocationError as e:
+            # the allocation giving way stands on its own (proven where asked); a checker
+            # refutation or an internal error of the second one is a bug, and is raised
             result.notes.append(f"giving way: the allocation without it failed ({e}); kept "
                                 f"the one giving way")
         else:
