@@ -445,12 +445,8 @@ def test_skipped_coalesced_search_changes_no_allocation(monkeypatch):
 
 def test_graph_without_merges_is_not_compacted_twice(monkeypatch):
     """When coalescing merged nothing, the graph before coalescing is the same graph: trying it
-    again is skipped, and the allocation is the one trying it gives (sm80_vector_add, whose
-    compaction search gives up with the search's work of session 6, SEARCH_WORK 300,000;
-    with today's it colors the graph at its bound and neither path tries a second graph)."""
-    import ptxalloc.alloc.compact as compact_module
+    again is skipped, and the allocation is the one trying it gives (sm80_vector_add)."""
     from ptxalloc.ptx import parse_file
-    monkeypatch.setattr(compact_module, "SEARCH_WORK", 300_000)
     path = str(DATA / "triton" / "sm80_vector_add.ptx")
     fast = allocate_module(parse_file(path))
     real_init = Problem.__init__

@@ -113,11 +113,11 @@ def test_values_live_across_a_call_set_the_floor_under_the_convention():
 def test_triton_vector_add_one_above_its_floor(monkeypatch):
     """Triton's vector add (sm_80) keeps 8 predicates live beside 21 registers: floor 22. Both
     allocators spill two predicates (each one's reload needs a P register where the other
-    seven are live) and take 23, the MaxLive of the code with its spill code; briggs reached
-    23 once compaction's search was given the steps of SEARCH_WORK 600,000 (3,100 steps on
-    its 129-node graph; 2,325 before, 24 registers). Taken in the scheduler's first order
-    alone (``ScheduleStoresLast=0``): the stores-last order (sink7) lowers MaxLive to 18 and
-    both allocators then take 20 against a floor of 19, with or without the wider search."""
+    seven are live) and fat-point takes 23, the MaxLive of the code with its spill code;
+    briggs reaches 23 when compaction's search is given SEARCH_WORK 600,000 (3,100 steps on
+    its 129-node graph; the default gives 2,325: 24 registers). Taken in the scheduler's first
+    order alone (``ScheduleStoresLast=0``): by default the stores-last order lowers MaxLive to
+    18 and both allocators take 20 against a floor of 19, with either search work."""
     from ptxalloc.alloc import compact as compact_module
     text = (DATA / "triton" / "sm80_vector_add.ptx").read_text()
     first_order = {"ScheduleStoresLast": 0}
@@ -126,11 +126,13 @@ def test_triton_vector_add_one_above_its_floor(monkeypatch):
         assert fr.verified is True
         assert fr.max_live_legalized == 21
         assert fr.extra["register_floor"] == {"registers": 22, "from": "predicates beyond P0-P6"}
-        assert fr.registers == 23, allocator
+        assert fr.registers == {"briggs": 24, "fatpoint": 23}[allocator]
         (fr,) = allocate(text, registers=255, allocator=allocator).functions
         assert fr.verified is True
         assert (fr.max_live_legalized, fr.extra["register_floor"]["registers"],
                 fr.registers) == (18, 19, 20), allocator
-    monkeypatch.setattr(compact_module, "SEARCH_WORK", 300_000)
+    monkeypatch.setattr(compact_module, "SEARCH_WORK", 600_000)
     (fr,) = allocate(text, registers=255, allocator="briggs", knobs=first_order).functions
-    assert fr.registers == 24
+    assert fr.registers == 23
+    (fr,) = allocate(text, registers=255, allocator="briggs").functions
+    assert fr.registers == 20

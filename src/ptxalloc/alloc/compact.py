@@ -373,10 +373,11 @@ def _search(p: Problem, order: list[int], limit_units: int,
 
 
 SEARCH_STEPS = 5000
-#: steps x nodes: a step costs time in proportion to the nodes. 600,000 (300,000 before):
-#: Triton's vector add at K = 255 needs 3,100 steps on its 129-node graph (docs/decisions.md,
-#: "Registers = MaxLive at K = 255, session 7")
-SEARCH_WORK = 600_000
+#: steps x nodes: a step costs time in proportion to the nodes. 600,000 was tried (Triton's
+#: vector add in the scheduler's first order needs 3,100 steps on its 129-node graph); at the
+#: defaults it changed no allocation of the 60-file sample at any budget, and doubled the work
+#: of every search that gives up (docs/decisions.md, "Registers = MaxLive at K = 255, session 7")
+SEARCH_WORK = 300_000
 SEARCH_MAX_NODES = 400
 #: Above SEARCH_MAX_NODES, a graph one register above its bound gets one search at the bound of
 #: this many steps a node: a DSATUR descent (a node a step) with room to back out of a few
