@@ -267,13 +267,18 @@ def _schedule_segment(seg: list[Instruction], live_out: int, weight: list[int],
         for r in set(uses[j] + defs[j]):
             touching[r].append(j)
     preds = [list(dict.fromkeys(p)) for p in preds]    # without repeats
-    old = _pressure(list(range(n)), uses, defs, kills, w, wp, live0)
     best = None
+    as_written = list(range(n))
     orders = [_list_schedule(preds, uses, kills, w, need, live0, touching)]
     if stores_last and (any(stores) or any(ends)):
         orders.append(_list_schedule(preds, uses, kills, w, need, live0, touching,
                                      _StoresLast(ends, stores, rooted,
                                                  [0 if p else x for x, p in zip(w, wp)])))
+    # an order that is the code as written cannot be better than it: no pressure walk for it
+    orders = [placed for placed in orders if placed != as_written]
+    if not orders:
+        return None
+    old = _pressure(as_written, uses, defs, kills, w, wp, live0)
     for placed in orders:
         new = _pressure(placed, uses, defs, kills, w, wp, live0)
         better = (new[0] <= old[0] and new[1] <= old[1]
