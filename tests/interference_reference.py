@@ -11,8 +11,8 @@ from ptxalloc.util import bits
 def expected_adjacency(fn, cfg, lv, pred_mask: int, gpr_mask: int) -> list[int]:
     """Per register, the registers it interferes with: a definition against what is live
     after it (a copy not against its source), registers defined together against each other,
-    registers live on entry against each other, a general register defined before a
-    ``wgmma.mma_async`` in its block (after its fence) against the wgmma's asynchronous
+    registers live on entry against each other, a general register defined where a path with
+    no ``wgmma.fence`` leads to a ``wgmma.mma_async`` against the wgmma's asynchronous
     registers; general registers and predicates apart."""
     classes = fn.regs.classes
     expected = [0] * len(classes)
@@ -41,17 +41,44 @@ def expected_adjacency(fn, cfg, lv, pred_mask: int, gpr_mask: int) -> list[int]:
         for w in bits(entry & same_file(v) & ~(1 << v)):
             edge(v, w)
     # PTX ISA 9.7.15.5.1: no other value may be written into a register a wgmma.mma_async
-    # accesses asynchronously after the fence before it in the text (or the function's start,
-    # without one): labels do not end the stretch, the code before them falls through
-    since_fence = []
-    for ins in cfg.instrs:
-        if ins.opcode.startswith("wgmma.fence"):
-            since_fence = []
-        elif ins.opcode.startswith("wgmma.mma_async"):
-            accessed = {a for a in (isa.async_operands(ins) or [()])[0] if gpr_mask >> a & 1}
-            for d in since_fence:
+    # accesses asynchronously where a path with no wgmma.fence leads from the write to it
+    # (the fence, or the function's start, comes before the write on that path)
+    if not any(ins.opcode.startswith("wgmma.mma_async") for ins in cfg.instrs):
+        return expected
+    for p, d_regs in enumerate(ins.defs for ins in cfg.instrs):
+        if not d_regs:
+            continue
+        for w in wgmmas_reached(cfg, p):
+            accessed = {a for a in (isa.async_operands(cfg.instrs[w]) or [()])[0]
+                        if gpr_mask >> a & 1}
+            for d in d_regs:
                 if gpr_mask >> d & 1:
                     for a in accessed - {d}:
                         edge(d, a)
-        since_fence.extend(ins.defs)
     return expected
+
+
+def wgmmas_reached(cfg, p: int) -> set[int]:
+    """The ``wgmma.mma_async`` instruction ids reached from just after instruction ``p`` by
+    a path through the CFG that passes no ``wgmma.fence``: a search over the instructions,
+    block by block, the obvious way."""
+    block = next(b for b in cfg.blocks if b.first <= p < b.first + len(b.instrs))
+    found: set[int] = set()
+    seen: set[int] = set()
+    todo = [(block.id, p - block.first + 1)]
+    while todo:
+        b, k = todo.pop()
+        instrs = cfg.blocks[b].instrs
+        while k < len(instrs):
+            op = instrs[k].opcode
+            if op.startswith("wgmma.fence"):
+                break
+            if op.startswith("wgmma.mma_async"):
+                found.add(cfg.blocks[b].first + k)
+            k += 1
+        else:
+            for s in cfg.blocks[b].succs:
+                if s not in seen:
+                    seen.add(s)
+                    todo.append((s, 0))
+    return found

@@ -327,12 +327,15 @@ def test_every_definition_interferes_with_what_is_live_after_it(path):
                                   "wgmma/wgmma_serialize_sm90a.ptx",
                                   "wgmma/wgmma_scores_in_place_sm90a.ptx",
                                   "triton/attn_fwd_tma_64x64_d64.ptx",
-                                  "wgmma/wgmma_fence_label_sm90a.ptx"])
+                                  "wgmma/wgmma_fence_label_sm90a.ptx",
+                                  "wgmma/wgmma_fence_back_edge_sm90a.ptx",
+                                  "wgmma/wgmma_fence_skipped_sm90a.ptx"])
 def test_wgmma_fence_edges_are_the_references(name):
     """The edges between a ``wgmma.mma_async``'s registers and the general registers defined
-    before it after its fence in the text (across labels: the label file), added once per run
-    of instructions under the same wgmmas (issue 16: not once per definition), are those of
-    the reference built edge by edge (tests/interference_reference.py)."""
+    where a path with no ``wgmma.fence`` leads to it (across labels: the label file; round a
+    loop's back edge and past a skipped fence: the last two), added once per run of
+    instructions under the same wgmmas (issue 16: not once per definition), are those of the
+    reference built edge by edge from a search of the paths (tests/interference_reference.py)."""
     from conftest import DATA
     from interference_reference import expected_adjacency
     from ptxalloc.analysis import analyze_function

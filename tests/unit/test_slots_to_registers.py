@@ -125,8 +125,9 @@ def test_reload_forwarded_through_a_free_register(allocator, name, k, function, 
 
 def test_fenced_after_are_the_registers_of_the_wgmmas_before_the_next_fence():
     """Per instruction, the units of the registers a ``wgmma.mma_async`` after it accesses
-    asynchronously, up to the next ``wgmma.fence``: a copy into a promoted register written
-    right after that instruction would come after the fence (the checker's rule,
+    asynchronously, up to the next ``wgmma.fence`` (the kernel is straight-line code, where the
+    CFG stretch of ir/fence_stretch.py is the text order): a copy into a promoted register
+    written right after that instruction would come after the fence (the checker's rule,
     verify/fences.py), so promotion keeps off them there."""
     from ptxalloc.ir import isa
     from ptxalloc.ir.cfg import CFG

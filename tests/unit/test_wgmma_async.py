@@ -303,7 +303,7 @@ def test_checker_rejects_an_inserted_fence_before_the_inserted_wait():
 
 
 def test_checker_rejects_writes_after_a_fence_across_a_label():
-    """The fence rule follows the text, not the block: a label between the fence and the
+    """The fence rule follows the CFG, not the block: a label between the fence and the
     wgmma.mma_async (the code before it falls through) does not end the stretch. Found in
     review: the serialize fence moved up to just after its wait, then a label, then the reloads
     of the second wgmma's accumulator and A fragment, was proven."""

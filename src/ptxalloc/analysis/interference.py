@@ -37,6 +37,7 @@ from __future__ import annotations
 from ..ir import isa
 from ..ir.isa import WGMMA_FENCE as FENCE
 from ..ir.cfg import CFG
+from ..ir.fence_stretch import fence_free_ahead
 from ..ir.registers import RegClass
 from ..records import record
 from ..util import bits, gc_paused
@@ -132,38 +133,59 @@ class InterferenceGraph:
 
 def fenced_after(cfg: CFG, mask_of: list[int] | None = None) -> list[int]:
     """Per instruction id, the union of ``mask_of[v]`` (``1 << v`` without ``mask_of``) over
-    the registers ``v`` that a ``wgmma.mma_async`` after it in the text, with no
-    ``wgmma.fence`` between, accesses asynchronously: a write right after the instruction into one of them comes after the fence
-    that orders the warpgroup's writes before the ``wgmma`` (PTX ISA 9.7.15.5.1). The stretch
-    follows the text across labels from the function's start, as the checker's rule does
-    (:mod:`ptxalloc.verify.fences`): the code before a label falls through into it."""
-    after = [0] * len(cfg.instrs)
-    if not any(ins.base == "wgmma" for ins in cfg.instrs):
-        return after
-    ahead = 0
-    for p in range(len(cfg.instrs) - 1, -1, -1):
-        after[p] = ahead
-        ins = cfg.instrs[p]
+    the registers ``v`` that a ``wgmma.mma_async`` reachable from just after the instruction
+    along a path with no ``wgmma.fence`` accesses asynchronously: a write right after the
+    instruction into one of them comes after the fence that orders the warpgroup's writes
+    before the ``wgmma`` (PTX ISA 9.7.15.5.1). The stretch is the checker's
+    (:mod:`ptxalloc.verify.fences`), over the CFG: :func:`ptxalloc.ir.fence_stretch.fence_free_ahead`."""
+    marks = wgmma_marks(cfg.instrs, mask_of)
+    if marks is None:
+        return [0] * len(cfg.instrs)
+    return _ahead(cfg, marks)
+
+
+def _ahead(cfg: CFG, marks: tuple[set[int], dict[int, int]]) -> list[int]:
+    fences, gens = marks
+    return fence_free_ahead(len(cfg.instrs), [(b.first, len(b.instrs)) for b in cfg.blocks],
+                            [b.succs for b in cfg.blocks], fences, gens)
+
+
+def wgmma_marks(instrs: list, mask_of: list[int] | None = None
+                ) -> tuple[set[int], dict[int, int]] | None:
+    """The positions of the ``wgmma.fence`` instructions and, per ``wgmma.mma_async``, the
+    union of ``mask_of[v]`` (``1 << v`` without it) over the registers it accesses
+    asynchronously; None for a function without ``wgmma`` (the common case, on every
+    interference build: nothing more is built)."""
+    if not any(ins.base == "wgmma" for ins in instrs):
+        return None
+    fences: set[int] = set()
+    gens: dict[int, int] = {}
+    for p, ins in enumerate(instrs):
+        if ins.base != "wgmma":
+            continue
         if ins.opcode.startswith(FENCE):
-            ahead = 0
+            fences.add(p)
         elif ins.opcode.startswith("wgmma.mma_async"):
             got = isa.async_operands(ins)
+            mask = 0
             if got is not None:
                 for v in got[0]:
-                    ahead |= 1 << v if mask_of is None else mask_of[v]
-    return after
+                    mask |= 1 << v if mask_of is None else mask_of[v]
+            gens[p] = mask
+    return fences, gens
 
 
 def _fence_edges(cfg: CFG, adj: list[int], gpr_mask: int) -> None:
     """Edges between the registers a ``wgmma.mma_async`` accesses asynchronously and every
-    general register defined before it after the last ``wgmma.fence`` in the text (or the
-    function's start; :func:`fenced_after`): a write to the wgmma's registers must come before
-    the fence, so no other value may be written there in between — not even while an
-    accumulator the wgmma only writes is dead. The wgmma's registers are general registers: a
-    predicate defined there gets no edge (files apart)."""
-    after = fenced_after(cfg)
-    if not any(after):
+    general register defined where a path leads to it with no ``wgmma.fence`` between
+    (:func:`fenced_after`): a write to the wgmma's registers must come before the fence, so
+    no other value may be written there in between — not even while an accumulator the wgmma
+    only writes is dead. The wgmma's registers are general registers: a predicate defined
+    there gets no edge (files apart)."""
+    marks = wgmma_marks(cfg.instrs)
+    if marks is None:
         return                      # no wgmma (the common case, on every interference build)
+    after = _ahead(cfg, marks)
     # the mask changes only at fences and wgmmas: one update per run of equal masks (a wgmma
     # accesses a hundred registers), not one per definition and register
     fenced = defined = 0

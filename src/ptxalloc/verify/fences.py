@@ -1,60 +1,80 @@
-"""The checker's ``wgmma.fence`` rule (PTX ISA 9.7.15.5.1 ``wgmma.fence``;
-docs/checker.md, "Registers of a wgmma group spilled around its window").
+"""The checker's ``wgmma.fence`` rule (PTX ISA 9.7.15.5.1 ``wgmma.fence``; docs/checker.md,
+"The wgmma fence").
 
 A register that a ``wgmma.mma_async`` accesses asynchronously (its accumulator, a register A
 fragment) must be written before the ``wgmma.fence`` that precedes it: the fence is what orders
 the warpgroup's register writes before the ``wgmma`` reads them. The allocation may put such a
 register's value there by inserted code (a reload, a copy, a recomputation: spilling around
 the in-flight window, :mod:`ptxalloc.spill.windows`); :func:`check_fenced_writes` refuses
-a write, between a block's last ``wgmma.fence`` and a ``wgmma.mma_async``, to a location the
-``wgmma`` accesses asynchronously, by inserted code or by an original instruction the allocation
-put there (an original instruction writing the very value the ``wgmma`` accesses is the
-program's own business, as ever). The rule is PTX's, on PTX registers: a write to ``%RD2`` is
-no access to an accumulator ``%R4`` even where ptxalloc's register units overlap (ptxas
-allocates the PTX registers anew).
+a write from which a path with no ``wgmma.fence`` leads to a ``wgmma.mma_async`` that accesses
+the written location asynchronously — over the allocated function's CFG, so a loop's back edge
+into the stretch, a branch into it from elsewhere and a branch over a fence are followed
+(:mod:`ptxalloc.ir.fence_stretch`, the one definition the allocator's interference edges
+follow too) — by inserted code or by an original instruction the allocation put there (an
+original instruction writing the very value the ``wgmma`` accesses is the program's own
+business, as ever). The rule is PTX's, on PTX registers: a write to ``%RD2`` is no access to an
+accumulator ``%R4`` even where ptxalloc's register units overlap (ptxas allocates the PTX
+registers anew).
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+from ..ir.fence_stretch import fence_free_ahead
+from ..util import bits
+from .blocks import Blocks
 from .events import Copy, Original, Remat
 
 FENCE_OPCODE = "wgmma.fence"
+MMA_FAMILY = "wgmma.mma_async"
 
 
-def check_fenced_writes(events: list, fences: list[int],
+def check_fenced_writes(events: list, fences: list[int], cfg: Blocks,
                         fail_at: Callable[[int, str], Exception],
                         display: list[str]) -> None:
-    """``fences`` are the positions, in order, of the events a ``wgmma.fence`` comes just
-    before. Raises through ``fail_at`` at the
-    first write, after the last fence before a ``wgmma.mma_async`` in the text (or the
-    function's start), to a register the ``wgmma`` accesses asynchronously: by inserted code,
-    or by an original instruction writing another value than the one the ``wgmma`` accesses
-    there (the original wrote its own registers; that one came from the allocation). A label
-    in between does not end the stretch (the code before it falls through). Not followed: a
-    jump from elsewhere into the stretch (a loop's back edge to a label between a fence and
-    its wgmma) — the allocator never puts spill code there (its windows are straight runs
-    from the fence, :mod:`ptxalloc.spill.windows`), and the text order is all this rule
-    reads."""
-    # (event, location, value; -1 inserted), since the last fence in the text or the function's
-    # start: a label does not end the stretch, since the code before it falls through into it
-    written: list[tuple[int, int, int]] = []
-    m = 0
+    """``fences`` are the positions of the events a ``wgmma.fence`` comes just before,
+    ``cfg`` the allocated function's blocks over the same positions. Raises through
+    ``fail_at`` at the first write (in event order) from which a path with no
+    ``wgmma.fence`` leads to a ``wgmma.mma_async`` accessing the written register
+    asynchronously (:func:`ptxalloc.ir.fence_stretch.fence_free_ahead`: the function's start
+    counts as a fence, a back edge or a branch into the stretch and a branch over a fence are
+    followed), by inserted code, or by an original instruction writing another value than the
+    one the ``wgmma`` accesses there (the original wrote its own registers; that one came
+    from the allocation)."""
+    accessed: list[dict[int, int]] = []         # per wgmma, in order: location -> value
+    marks: dict[int, int] = {}
     for idx, ev in enumerate(events):
-        while m < len(fences) and fences[m] <= idx:
-            written = []
-            m += 1
+        if type(ev) is Original and ev.in_flight is not None \
+                and ev.in_flight.family.startswith(MMA_FAMILY):
+            marks[idx] = 1 << len(accessed)
+            accessed.append(dict(ev.in_flight.accessed))
+    if not marks:
+        return
+    ahead = fence_free_ahead(len(events), list(zip(cfg.first, cfg.count)), cfg.succs,
+                             set(fences), marks)
+    reach: dict[int, dict[int, list[int]]] = {}  # ahead mask -> location -> its values there
+    for idx, ev in enumerate(events):
+        mask = ahead[idx]
+        if not mask:
+            continue
         kind = type(ev)
         if kind is Copy or kind is Remat:
-            written.append((idx, ev.dst, -1))
+            writes = ((ev.dst, -1),)
         elif kind is Original:
-            if ev.in_flight is not None and written:
-                accessed = dict(ev.in_flight.accessed)
-                for w, loc, v in written:
-                    if loc in accessed and v != accessed[loc]:
-                        raise fail_at(w, f"writes {display[loc]} after a wgmma.fence and "
-                                         f"before a wgmma.mma_async that accesses it "
-                                         f"asynchronously: the write must come before the "
-                                         f"fence")
-            written.extend((idx, loc, v) for loc, v in ev.defs)
+            writes = ev.defs
+        else:
+            continue
+        held = reach.get(mask)
+        if held is None:
+            held = reach[mask] = {}
+            for w in bits(mask):
+                for loc, v in accessed[w].items():
+                    held.setdefault(loc, []).append(v)
+        for loc, v in writes:
+            values = held.get(loc)
+            if values is not None and any(v != x for x in values):
+                raise fail_at(idx, f"writes {display[loc]} after a wgmma.fence and before a "
+                                   f"wgmma.mma_async that accesses it asynchronously (on a "
+                                   f"path with no wgmma.fence between): the write must come "
+                                   f"before the fence")

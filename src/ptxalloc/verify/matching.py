@@ -264,8 +264,6 @@ class Matcher:
                                     f"original's ({first_diff(adirs, odirs)})")
         if self.alloc.branch_targets != self.orig.branch_targets:
             raise VerificationError(f"{self.where_fn()}: branch target lists differ")
-        if fences:
-            check_fenced_writes(events, fences, self.fail_at, self.locs.display)
         if self.spill is not None and not self.shared:     # a shared area: _base_run
             m = re.match(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.b8\s+" + re.escape(self.spill)
                          + r"\s*\[(\d+)\]\s*;$", array_decl or "")
@@ -284,6 +282,7 @@ class Matcher:
             raise VerificationError(f"{self.where_fn()}: a spill array is declared but the "
                                     f"header names none")
         cfg = Blocks(syn_body, self.alloc.branch_targets, self.alloc.name, self.alloc.filename)
+        check_fenced_writes(events, fences, cfg, self.fail_at, self.locs.display)
         # what holds a value at entry besides the implicit values
         entry = [(self.locs.pinned(self.oregs.names[v]), v, False) for v in self.in_params]
         entry += [(self.places.reg_loc(r), e, True) for r, e in self.callee_values.items()]

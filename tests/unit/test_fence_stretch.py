@@ -1,0 +1,207 @@
+"""The ``wgmma.fence`` stretch over the CFG (ir/fence_stretch.py, PTX ISA 9.7.15.5.1): the one
+definition the checker's rule (verify/fences.py), the interference graph's fence edges and slot
+promotion's busy units (analysis/interference.py ``fenced_after``) share.
+
+Where the text order and the CFG disagree — a loop's back edge into the stretch, a branch over
+a fence (tests/data/wgmma/wgmma_fence_back_edge_sm90a.ptx, wgmma_fence_skipped_sm90a.ptx) —
+the text-order rule let the allocator put a value into a wgmma's accumulator on that path and
+the checker proved it: every one of the eight allocations below (two files, two allocators,
+K = 255 and 24) was such an allocation before. On straight-line code and on every other wgmma
+file of tests/data the stretch is the text-order one, instruction for instruction."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import DATA, assert_verified
+from ptxalloc import ptxas
+from ptxalloc.errors import VerificationError
+from ptxalloc.ir import isa
+from ptxalloc.ir.cfg import CFG
+from ptxalloc.ir.fence_stretch import fence_free_ahead
+from ptxalloc.pipeline import allocate_module
+from ptxalloc.ptx import parse, parse_file
+from ptxalloc.verify import parse_allocated, verify_module_text, verify_modules
+
+BACK_EDGE = DATA / "wgmma" / "wgmma_fence_back_edge_sm90a.ptx"
+SKIPPED = DATA / "wgmma" / "wgmma_fence_skipped_sm90a.ptx"
+# per file: the wgmma (0-based, in the text) whose accumulator the loop-path write must avoid
+CFG_ONLY = {BACK_EDGE: 0, SKIPPED: 1}
+
+FENCE, MMA = -1, -2                     # instruction kinds of the generated programs
+
+
+def _text_order(kinds: list[int], marks: dict[int, int]) -> list[int]:
+    """The stretch read backwards in the text: what the rule was before the CFG."""
+    ahead, cur = [0] * len(kinds), 0
+    for p in range(len(kinds) - 1, -1, -1):
+        ahead[p] = cur
+        if kinds[p] == FENCE:
+            cur = 0
+        elif p in marks:
+            cur |= marks[p]
+    return ahead
+
+
+def _searched(n, ranges, succs, fences, marks) -> list[int]:
+    """Per instruction, the marks of the wgmmas a fence-free path from just after it reaches:
+    a search over the instructions, the obvious way."""
+    block_of = {p: b for b, (f, c) in enumerate(ranges) for p in range(f, f + c)}
+    out = [0] * n
+    for p in range(n):
+        b = block_of[p]
+        todo, seen = [(b, p + 1)], set()
+        while todo:
+            blk, q = todo.pop()
+            first, count = ranges[blk]
+            while q < first + count:
+                if q in fences:
+                    break
+                out[p] |= marks.get(q, 0)
+                q += 1
+            else:
+                for s in succs[blk]:
+                    if s not in seen:
+                        seen.add(s)
+                        todo.append((s, ranges[s][0]))
+    return out
+
+
+@st.composite
+def _programs(draw, blocks=st.integers(1, 7)):
+    nb = draw(blocks)
+    sizes = [draw(st.integers(0, 5)) for _ in range(nb)]
+    ranges, p = [], 0
+    for size in sizes:
+        ranges.append((p, size))
+        p += size
+    kinds = [draw(st.sampled_from([0, 0, FENCE, MMA])) for _ in range(p)]
+    succs = [draw(st.lists(st.integers(0, nb - 1), max_size=3, unique=True)) for _ in range(nb)]
+    fences = {q for q, k in enumerate(kinds) if k == FENCE}
+    marks = {q: 1 << draw(st.integers(0, 5)) for q, k in enumerate(kinds) if k == MMA}
+    return p, ranges, succs, fences, marks, kinds
+
+
+@settings(max_examples=300, deadline=None)
+@given(_programs())
+def test_the_dataflow_is_the_path_search(program):
+    """On any CFG (loops, branches into the stretch, over fences, unreachable blocks) the
+    fixpoint gives what a search of the fence-free paths finds."""
+    n, ranges, succs, fences, marks, _ = program
+    assert fence_free_ahead(n, ranges, succs, fences, marks) == \
+        _searched(n, ranges, succs, fences, marks)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_programs(blocks=st.just(1)))
+def test_straight_line_code_is_the_text_order(program):
+    """One block that falls off its end: the stretch is the text-order one."""
+    n, ranges, _, fences, marks, kinds = program
+    assert fence_free_ahead(n, ranges, [[]], fences, marks) == _text_order(kinds, marks)
+
+
+def _wgmma_files():
+    return sorted(p for p in DATA.glob("*/*.ptx") if "wgmma.mma_async" in p.read_text())
+
+
+def _kinds(cfg):
+    kinds, marks = [], {}
+    for p, ins in enumerate(cfg.instrs):
+        if ins.opcode.startswith(isa.WGMMA_FENCE):
+            kinds.append(FENCE)
+        else:
+            kinds.append(0)
+            if ins.opcode.startswith("wgmma.mma_async"):
+                marks[p] = sum(1 << v for v in isa.async_operands(ins)[0])
+    return kinds, marks
+
+
+@pytest.mark.parametrize("path", _wgmma_files(), ids=lambda p: p.name)
+def test_fenced_after_is_the_text_order_except_where_the_cfg_differs(path):
+    """On every wgmma file of tests/data the CFG stretch is the text-order one at every
+    instruction (so the fence edges are the same as before: the Triton TMA and backward
+    attention kernels, the hand-written groups), except on the two files made to tell them
+    apart, where it is strictly more."""
+    from ptxalloc.analysis.interference import fenced_after
+    for fn in parse_file(str(path)).functions:
+        cfg = CFG(fn)
+        kinds, marks = _kinds(cfg)
+        text = _text_order(kinds, marks)
+        got = fenced_after(cfg)
+        if path in CFG_ONLY:
+            assert got != text and all(t & ~g == 0 for t, g in zip(text, got))
+        else:
+            assert got == text
+
+
+def _accumulator(line: str) -> list[str]:
+    return re.search(r"\{([^}]*)\}", line).group(1).replace(" ", "").split(",")
+
+
+def _write_line(out: list[str]) -> int:
+    """The line of the loop-path write ``add.s32 %r4, %r5, 7`` in an allocated text."""
+    return next(i for i, line in enumerate(out) if re.match(r"\s*add\.s32\s.*, 7;", line))
+
+
+@pytest.mark.parametrize("path", list(CFG_ONLY), ids=lambda p: p.name)
+def test_the_write_on_the_path_interferes_with_the_accumulator(path):
+    """``%r4`` is dead where the wgmma writes its accumulator, and comes after the wgmma (the
+    loop) or before the fence (the skipped fence) in the text: only the CFG path gives the
+    edges between it and the accumulator."""
+    from ptxalloc.analysis import analyze_function
+    from ptxalloc.target.sm import profile_for
+    module = parse_file(str(path))
+    fn = module.functions[0]
+    a = analyze_function(fn, profile_for(None, module.sm))
+    names = fn.regs.names
+    r4 = names.index("%r4")
+    mma = [ins for ins in a.cfg.instrs if ins.opcode.startswith("wgmma.mma_async")]
+    acc = [v for v in isa.async_operands(mma[CFG_ONLY[path]])[0] if names[v].startswith("%f")]
+    assert len(acc) == 8
+    block = next(b for b in a.cfg.blocks for ins in b.instrs if r4 in ins.defs)
+    k = next(k for k, ins in enumerate(block.instrs) if r4 in ins.defs)
+    live = a.liveness.live_after(block.id)[k]
+    assert not any(live >> v & 1 for v in acc)          # liveness alone gives no edge
+    assert all(a.graph.interferes(r4, v) for v in acc)
+
+
+def _allocate(path, k, allocator):
+    module = parse(path.read_text(), str(path))
+    res = allocate_module(module, k, allocator=allocator, verify=True)
+    assert_verified(res)
+    verify_module_text(module, res.ptx, res.functions)
+    return module, res
+
+
+@pytest.mark.parametrize("allocator", ["briggs", "fatpoint"])
+@pytest.mark.parametrize("k", [255, 24])
+@pytest.mark.parametrize("path", list(CFG_ONLY), ids=lambda p: p.name)
+def test_no_accumulator_register_written_on_the_path_and_a_tampered_one_is_refuted(
+        path, k, allocator):
+    """The allocation keeps the loop-path write out of the wgmma's accumulator, is proven and
+    assembles; the same text with that write (and its store) moved into the accumulator's
+    first register is refuted by the fence rule, on the CFG path the text order misses (the
+    accumulator is dead there, so nothing else refutes it)."""
+    module, res = _allocate(path, k, allocator)
+    out = res.ptx.split("\n")
+    mmas = [line for line in out if line.strip().startswith("wgmma.mma_async")]
+    acc = _accumulator(mmas[CFG_ONLY[path]])
+    w = _write_line(out)
+    reg = re.match(r"\s*add\.s32\s+(%R\d+),", out[w]).group(1)
+    assert reg not in acc
+    if ptxas.available():
+        got = ptxas.assemble(res.ptx, "sm_90a")
+        assert got.ok, got.output
+    store = next(i for i in range(w + 1, len(out)) if reg in out[i])
+    assert out[store].strip().startswith("st.global.b32")
+    bad = out[:]
+    for i in (w, store):
+        bad[i] = re.sub(re.escape(reg) + r"\b", acc[0], out[i])
+    with pytest.raises(VerificationError, match=r"writes %R\d+ after a wgmma\.fence and before "
+                                                r"a wgmma\.mma_async .* \(on a path with no "
+                                                r"wgmma\.fence between"):
+        verify_modules(module, parse_allocated("\n".join(bad)))
