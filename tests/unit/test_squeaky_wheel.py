@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from conftest import DATA
 from ptxalloc.alloc import compact as compact_module
-from ptxalloc.alloc.api import Coloring, Problem
+from ptxalloc.alloc.api import Coloring, Problem, Program
 from ptxalloc.alloc.briggs import color
 from ptxalloc.alloc.coalesce import coalesce
 from ptxalloc.alloc.compact import (compact, fewest_registers, greedy_colorings, high_water,
@@ -21,7 +21,8 @@ from ptxalloc.analysis import analyze_function
 from ptxalloc.pipeline import allocate
 from ptxalloc.ptx import parse
 from ptxalloc.target.sm import profile_for
-from ptxalloc.target.units import GPR, RegFile
+from ptxalloc.ir.registers import RegClass
+from ptxalloc.target.units import GPR, RegFile, vreg_shape
 
 HDR = (".version 7.0\n.target sm_80\n.address_size 64\n\n"
        ".shared .align 8 .u64 sh[64];\n.global .align 8 .u64 gout[64];\n\n")
@@ -119,6 +120,86 @@ def test_a_large_graph_one_above_max_live_gets_one_descent_at_it(monkeypatch):
     monkeypatch.setattr(compact_module, "LARGE_SEARCH_MAX_NODES", 0)
     (fr,) = allocate(FRAGMENTED_PAIRS, registers=255, allocator="briggs", knobs=knobs).functions
     assert fr.registers == 6
+
+
+def _many_fragmented_pairs(copies: int, fillers: int) -> str:
+    """FRAGMENTED_PAIRS ``copies`` times over, one after another, then ``fillers`` values each
+    loaded and stored at once: a graph of ``6 x copies + fillers`` nodes whose program-order
+    colorings end one register above MaxLive (6 against 5)."""
+    body = []
+    for i in range(copies):
+        r = [f"%r{3 * i + j}" for j in range(3)]
+        d = [f"%rd{3 * i + j}" for j in range(3)]
+        body += [f"ld.shared.u32 {r[0]}, [sh+12];", f"ld.shared.u32 {r[1]}, [sh+40];",
+                 f"ld.shared.u64 {d[0]}, [sh+16];", f"st.global.u32 [gout+0], {r[0]};",
+                 f"ld.shared.u32 {r[2]}, [sh+20];", f"st.global.u32 [gout+8], {r[2]};",
+                 f"add.u64 {d[1]}, {d[0]}, {d[0]};", f"st.global.u32 [gout+16], {r[1]};",
+                 f"st.global.u64 [gout+24], {d[0]};", f"ld.shared.u64 {d[2]}, [sh+32];",
+                 f"st.global.u64 [gout+32], {d[1]};", f"st.global.u64 [gout+40], {d[2]};"]
+    for j in range(fillers):
+        body += [f"ld.shared.u32 %s{j}, [sh+4];", f"st.global.u32 [gout+4], %s{j};"]
+    return (HDR + ".visible .entry many_fragmented_pairs()\n{\n"
+            f"\t.reg .b32 %r<{3 * copies}>;\n\t.reg .b64 %rd<{3 * copies}>;\n"
+            f"\t.reg .b32 %s<{fillers}>;\n" + "".join(f"\t{b}\n" for b in body)
+            + "\tret;\n}\n")
+
+
+def test_the_large_graph_descent_at_its_default_steps(monkeypatch):
+    """A graph of 420 nodes (above SEARCH_MAX_NODES, below LARGE_SEARCH_MAX_NODES) one
+    register above MaxLive, the squeaky wheel off: the one descent, at the default
+    LARGE_SEARCH_STEPS_PER_NODE (2), reaches MaxLive, proven by the checker; without it (the
+    descent off) briggs stays a register above."""
+    text = _many_fragmented_pairs(10, 360)
+    monkeypatch.setattr(compact_module, "squeaky_wheel", lambda p, registers: None)
+    descents = []
+    deep = compact_module._deep_search
+
+    def counted(p, order, limit_units, steps):
+        got = deep(p, order, limit_units, steps)
+        descents.append((len(order), steps, type(got)))
+        return got
+    monkeypatch.setattr(compact_module, "_deep_search", counted)
+    knobs = {"schedule": 0, "recompute": 0, "SplitToMaxLive": 0}
+    (fr,) = allocate(text, registers=255, allocator="briggs", knobs=knobs).functions
+    assert fr.max_live_legalized == 5
+    assert fr.registers == 5
+    assert fr.verified is True
+    assert compact_module.LARGE_SEARCH_STEPS_PER_NODE == 2
+    assert [(n, steps, kind) for n, steps, kind in descents] == [(420, 840, dict)]
+    assert compact_module.SEARCH_MAX_NODES < 420 <= compact_module.LARGE_SEARCH_MAX_NODES
+    monkeypatch.setattr(compact_module, "LARGE_SEARCH_MAX_NODES", 0)
+    (fr,) = allocate(text, registers=255, allocator="briggs", knobs=knobs).functions
+    assert fr.registers == 6
+
+
+def test_a_large_graph_descent_that_searched_everything_proves_the_count(monkeypatch):
+    """A 5-cycle (a clique of 2, three registers) among 400 nodes that interfere with nothing:
+    above SEARCH_MAX_NODES, one register above its bounds, so it gets the one descent at 2
+    registers, which tries every placement of the cycle and finds none (``False``, not a
+    give-up): the count of 3 is then proven minimal, as the small-graph search records it.
+    Without the descent nothing proves it."""
+    n = 405
+    adj = [0] * n
+    for a in range(5):
+        b = (a + 1) % 5
+        adj[a] |= 1 << b
+        adj[b] |= 1 << a
+    shapes = [vreg_shape(RegClass.GPR32, 1)] * n
+    points = [([v], [v]) for v in range(n)]
+    prog = Program([list(d) for d, _ in points], [list(u) for _, u in points],
+                   [False] * n, [(0, n, 0, 0)], [0], [1.0] * n, [0] * n, max_live=1)
+
+    def coloring_of_three():
+        p = Problem(RegFile(255), list(shapes), list(adj), [1.0] * n, [4] * n, [], [], prog)
+        return p, Coloring(start={v: 2 * (v % 5 % 3) if v < 5 else 0 for v in range(n)})
+    p, c = coloring_of_three()
+    assert high_water(p, c.start) == 3
+    assert compact(p, c, 2) is False
+    assert c.optimal is True
+    monkeypatch.setattr(compact_module, "LARGE_SEARCH_MAX_NODES", 0)
+    p, c = coloring_of_three()
+    assert compact(p, c, 2) is False
+    assert c.optimal is False
 
 
 def test_compact_keeps_a_coloring_the_squeaky_wheel_cannot_beat():

@@ -669,7 +669,9 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
         # descents, none found a coloring, +1.3 s CPU)
         order = _graph(p).order
         start = _deep_search(p, order, 2 * (best - 1), LARGE_SEARCH_STEPS_PER_NODE * nodes)
-        if type(start) is dict and acceptable(start) and high_water(p, start) < best:
+        if start is False:
+            proven = True               # every placement searched: no coloring at best - 1
+        elif type(start) is dict and acceptable(start) and high_water(p, start) < best:
             best, found = high_water(p, start), start
             proven = best <= clique
     coloring.optimal = proven
