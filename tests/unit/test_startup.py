@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO
 
 SRC = str(REPO / "src")
@@ -315,6 +317,29 @@ def test_commands_ending_the_process_early_print_everything(tmp_path):
     proc = _command("analyze", str(tmp_path / "missing.ptx"))
     assert proc.returncode == 2
     assert "cannot read" in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["parse", "analyze", "allocate", "verify", "report"])
+def test_the_early_exit_skips_the_interpreters_teardown(tmp_path, command):
+    """parse, analyze, allocate and verify end the process before the interpreter's teardown
+    (``exit_fast``: no ``atexit`` handler runs), with their own status; report, which does
+    not set it, ends the usual way and runs it."""
+    example = str(REPO / "examples" / "saxpy_poly.ptx")
+    out = tmp_path / "out.ptx"
+    if command == "verify":
+        assert _command("allocate", example, "-o", str(out)).returncode == 0
+    args = {"parse": [example], "analyze": [example], "allocate": [example, "-o", str(out)],
+            "verify": [example, str(out)],
+            "report": [example, "-o", str(tmp_path / "r.html"), "--no-ptxas"]}[command]
+    code = ("import atexit, sys\n"
+            "atexit.register(lambda: print('TEARDOWN', file=sys.stderr))\n"
+            f"sys.argv = ['ptxalloc', {command!r}] + {args!r}\n"
+            "from ptxalloc.cli import main\n"
+            "main()\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=SRC),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert ("TEARDOWN" in proc.stderr) is (command == "report"), proc.stderr
 
 
 def test_a_closed_pipe_ends_an_early_exit_quietly():
