@@ -452,3 +452,37 @@ def test_reads_memory_only():
     got = [reads_memory_only(i) for i in fn.instructions()]
     assert got == [True, True, True, False, True, False, True, True, False, True, False, True,
                    False]
+
+
+class _CountedWeights(list):
+    """A weight list that counts how often it is read."""
+
+    reads = 0
+
+    def __getitem__(self, i):
+        _CountedWeights.reads += 1
+        return super().__getitem__(i)
+
+
+@pytest.mark.parametrize("predicate", [False, True])
+def test_stores_last_weighs_the_general_registers_apart_only_when_they_differ(predicate):
+    """The stores-last order's tier asks how much an instruction grows the general registers;
+    where no predicate is among the pressure ids those weights are the pressure weights, and
+    the growth already computed is reused instead of a second delta/unlocks pair (the same
+    order). Two loads, an add of both, a store: with a predicate weighed 1 among the general
+    weights (the second case) the pair is computed apart."""
+    from ptxalloc.passes.schedule import _list_schedule, _StoresLast
+    preds = [[], [], [0, 1], [2]]
+    uses = [[], [], [0, 1], [2]]
+    kills = [[0], [1], [2], []]
+    w = [1, 1, 1, 1]
+    gpr = [1, 1, 1, 0] if predicate else [1, 1, 1, 1]
+    touching = [[0, 2], [1, 2], [2, 3], []]
+    args = (preds, uses, kills, w, [1, 1, 2, 1], [False] * 4, touching)
+    last = dict(ends=[(), (), (), ()], stores=[False, False, False, True],
+                rooted=[False, False, False, False])
+    plain = _list_schedule(*args, _StoresLast(gpr_weight=list(gpr), **last))
+    _CountedWeights.reads = 0
+    counted = _list_schedule(*args, _StoresLast(gpr_weight=_CountedWeights(gpr), **last))
+    assert counted == plain == [0, 1, 2, 3]
+    assert (_CountedWeights.reads > 0) is predicate

@@ -389,11 +389,16 @@ def _list_schedule(preds: list[list[int]], uses, kills, w, need, live0, touching
             return (delta(j), unlocks(j), need[j], -j)
     else:
         stores, rooted, gpr_w = stores_last.stores, stores_last.rooted, stores_last.gpr_weight
+        same = gpr_w == w                   # no predicate among the pressure ids: one pair
 
         def key(j: int) -> tuple:
-            tier = 0 if rooted[j] or delta(j, gpr_w) + unlocks(j, gpr_w) <= 0 \
-                else 2 - stores[j]
-            return (tier, delta(j), unlocks(j), -recent[j], need[j], -j)
+            grows, frees = delta(j), unlocks(j)
+            if rooted[j]:
+                tier = 0
+            else:
+                gpr = grows + frees if same else delta(j, gpr_w) + unlocks(j, gpr_w)
+                tier = 0 if gpr <= 0 else 2 - stores[j]
+            return (tier, grows, frees, -recent[j], need[j], -j)
 
     heap = [key(j) for j in range(n) if nsucc[j] == 0]
     heapq.heapify(heap)
