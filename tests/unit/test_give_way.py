@@ -234,6 +234,45 @@ def test_a_failed_second_allocation_keeps_the_one_giving_way(monkeypatch):
     assert any("the allocation without it failed (made to fail)" in n for n in fr.notes)
 
 
+def test_giving_way_in_a_coloring_not_kept_asks_for_no_second_allocation(monkeypatch):
+    """locals_G_sm80.ptx's ``k_dynamic`` at K = 4: in the first round giving way changes the
+    uncoalesced problem's coloring (``SpillUncoalesced``) but not the coalesced one, and the
+    coalesced one is kept, so nothing gave way in the allocation: no second allocation
+    without giving way is made (it used to be, 4 allocations instead of 2, for the same PTX)
+    and the report has no ``give_way``."""
+    from ptxalloc.alloc import driver
+    text = (DATA / "locals_G_sm80.ptx").read_text()
+    name = "_Z9k_dynamicPfPKfi"
+    calls, steps = [], []
+    once, give_way, cheaper = driver._allocate_once, driver._give_way, choice.cheaper
+
+    def counted(fn, *rest):
+        calls.append(fn.name)
+        return once(fn, *rest)
+
+    def gave(a, problem, coloring, remat):
+        before = set(coloring.spilled)
+        got = give_way(a, problem, coloring, remat)
+        steps.append(("coalesced" if problem is a.problem else "uncoalesced",
+                      set(coloring.spilled) != before))
+        return got
+
+    def kept(first, second):
+        got = cheaper(first, second)
+        steps.append(("kept", "coalesced" if got is first else "uncoalesced"))
+        return got
+    monkeypatch.setattr(driver, "_allocate_once", counted)
+    monkeypatch.setattr(driver, "_give_way", gave)
+    monkeypatch.setattr(choice, "cheaper", kept)
+    res = allocate(text, 4, function=name)
+    (fr,) = res.functions
+    assert steps[:3] == [("coalesced", False), ("uncoalesced", True), ("kept", "coalesced")]
+    assert "give_way" not in fr.extra
+    assert calls.count(name) == 2
+    assert fr.verified
+    assert res.ptx == allocate(text, 4, function=name, knobs={"SpillEvictGroup": 1}).ptx
+
+
 def test_the_spill_limit_is_kept_early_by_allocators_that_never_give_way():
     """Only briggs gives way and may allocate twice; fat-point refuses a function over
     ``--spill-limit`` as before, with the limit's own message."""

@@ -450,7 +450,7 @@ def _round(a: Allocation, allocator: Allocator, clock: _Clock) -> bool:
         if a.result.rounds == 1:
             _second_chances(a, merged, remat)
         elif knob_table.resolve(a.options.knobs)["SpillEvictGroup"]:
-            _give_way(a, a.problem, a.coloring, remat)
+            a.gave_way += _give_way(a, a.problem, a.coloring, remat)
     if a.result.rounds == 1:
         a.result.first_round_spill_cost = choice.spill_cost(a.problem, a.coloring.spilled)
     clock.lap("color")
@@ -563,27 +563,28 @@ def _second_chances(a: Allocation, merged: bool, remat: dict) -> None:
     evicting, giving_way = switches["SpillEvict"], switches["SpillEvictGroup"]
     if evicting:
         choice.evict(a.problem, a.coloring)
-    if giving_way:
-        _give_way(a, a.problem, a.coloring, remat)
+    gave = bool(giving_way) and _give_way(a, a.problem, a.coloring, remat)
     if not (a.coloring.spilled and merged and switches["SpillUncoalesced"]):
+        a.gave_way += gave
         return
     plain = _problem(a)
     fresh = a.session.color(plain, a.options)
     if evicting:
         choice.evict(plain, fresh)
-    if giving_way:
-        _give_way(a, plain, fresh, remat)
-    a.problem, a.coloring = choice.cheaper((a.problem, a.coloring), (plain, fresh))
+    gave_plain = bool(giving_way) and _give_way(a, plain, fresh, remat)
+    kept = choice.cheaper((a.problem, a.coloring), (plain, fresh))
+    # only giving way in the coloring kept counts (a.gave_way asks for a second allocation)
+    a.gave_way += gave_plain if kept[1] is fresh else gave
+    a.problem, a.coloring = kept
 
 
-def _give_way(a: Allocation, problem: Problem, coloring: Coloring, remat: dict) -> None:
+def _give_way(a: Allocation, problem: Problem, coloring: Coloring, remat: dict) -> bool:
     """Giving way over ``coloring`` (:func:`choice.give_way`: rematerializable registers and
-    run temporaries counted at the spill code they would add), counted in ``a.gave_way``
-    when it changed the nodes left out."""
+    run temporaries counted at the spill code they would add); whether it changed the nodes
+    left out (the caller counts it in ``a.gave_way`` for the coloring it keeps)."""
     before = set(coloring.spilled)
     choice.give_way(problem, coloring, remat, a.state.home)
-    if set(coloring.spilled) != before:
-        a.gave_way += 1
+    return set(coloring.spilled) != before
 
 
 def _spill(a: Allocation, remat: dict) -> None:
