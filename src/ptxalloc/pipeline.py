@@ -125,10 +125,8 @@ def pre_passes(original: Function, options: Options,
             from .passes.schedule import schedule_function
             scheduled = schedule_function(start, bool(knobs["ScheduleStoresLast"]))
         if len(choices) > 1:
-            from .analysis import pressure_of
             from .passes.recompute import registers_needed
-            p = pressure_of(scheduled.function if scheduled else start)
-            need = registers_needed((p.max_live, p.max_preds))
+            need = registers_needed(scheduled.function if scheduled else start)
         else:
             need = 0
         if best is None or need < best[0]:
