@@ -105,10 +105,10 @@ def promote_slots(cfg: CFG, regs: RegTable, start: dict[int, int], shapes: dict[
 def busy_units(cfg: CFG, start: dict[int, int], shapes: dict[int, Shape],
                 clobbers: dict[int, int]) -> list[int]:
     """Per instruction id, the general-register units occupied there: by the registers live
-    after it, those it defines, what a call destroys, and the registers a later
-    ``wgmma.mma_async`` accesses asynchronously before the next ``wgmma.fence`` in the text
-    (:func:`~ptxalloc.analysis.interference.fenced_after`): a copy into a promoted register
-    may not be written there."""
+    after it, those it defines, what a call destroys, and the registers a
+    ``wgmma.mma_async`` reachable from there along a path with no ``wgmma.fence`` accesses
+    asynchronously (:func:`~ptxalloc.analysis.interference.fenced_after`, the checker's
+    stretch over the CFG): a copy into a promoted register may not be written there."""
     mask_of = [0] * len(cfg.fn.regs)       # register -> its units (0: none, or a predicate)
     for v, s in start.items():
         if shapes[v].file == GPR:
