@@ -125,8 +125,10 @@ def pre_passes(original: Function, options: Options,
             from .passes.schedule import schedule_function
             scheduled = schedule_function(start, bool(knobs["ScheduleStoresLast"]))
         if len(choices) > 1:
+            from .analysis import pressure_of
             from .passes.recompute import registers_needed
-            need = registers_needed(scheduled.function if scheduled else start)
+            p = pressure_of(scheduled.function if scheduled else start)
+            need = registers_needed((p.max_live, p.max_preds))
         else:
             need = 0
         if best is None or need < best[0]:

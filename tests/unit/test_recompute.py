@@ -544,32 +544,3 @@ def test_a_plan_that_took_no_new_step_is_the_unshared_plan(path):
             if not made.novel:
                 alone = _plan(fn, True, trade, share=False)
                 assert (alone.records, sorted(alone.dead)) == (made.records, sorted(made.dead))
-
-
-def _apart_peaks() -> str:
-    """Twelve 32-bit values live at once, summed; then nine predicates live at once beside
-    the sum and the address only: the general peak and the predicate peak at different
-    points."""
-    body = ["\tld.param.u64 \t%rd1, [apart_param_0];"]
-    body += [f"\tld.global.u32 \t%r{i}, [%rd1+{4 * i}];" for i in range(1, 13)]
-    body += ["\tadd.u32 \t%r13, %r1, %r2;"]
-    body += [f"\tadd.u32 \t%r13, %r13, %r{i};" for i in range(3, 13)]
-    body += [f"\tsetp.ne.u32 \t%p{i}, %r13, {i};" for i in range(1, 10)]
-    body += [f"\t@%p{i} st.global.u32 \t[%rd1+{4 * i}], %r13;" for i in range(1, 10)]
-    return (".version 7.0\n.target sm_80\n.address_size 64\n\n"
-            ".visible .entry apart(.param .u64 apart_param_0)\n{\n"
-            "\t.reg .pred \t%p<10>;\n\t.reg .b32 \t%r<14>;\n\t.reg .b64 \t%rd<2>;\n"
-            + "\n".join(body) + "\n\tret;\n}\n")
-
-
-def test_registers_needed_counts_predicates_where_they_are_live():
-    """What the recomputation choices compare: the general registers plus the predicates
-    beyond P0-P6 at one point (Pressure.max_live_with_predicates), not the general peak plus
-    the predicate peak's excess when they sit apart: 14 here (the twelve loads and the
-    address), where the peaks added would say 16."""
-    from ptxalloc.analysis import pressure_of
-    from ptxalloc.passes.recompute import registers_needed
-    fn = parse(_apart_peaks()).functions[0]
-    p = pressure_of(fn)
-    assert (p.max_live, p.max_preds) == (14, 9)
-    assert registers_needed(fn) == p.max_live_with_predicates(7) == 14

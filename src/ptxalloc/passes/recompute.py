@@ -159,8 +159,8 @@ def recompute_function(fn: Function, chains: bool = True) -> Recomputed | None:
     would not stay as low: of :func:`recompute_choices`, the one needing fewest registers."""
     best = None
     for got in recompute_choices(fn, chains):
-        if got is not None and (best is None or registers_needed(got.function)
-                                < registers_needed(best.function)):
+        if got is not None and (best is None or registers_needed(got.max_live_after)
+                                < registers_needed(best.max_live_after)):
             best = got
     return best
 
@@ -205,8 +205,8 @@ def recompute_choices(fn: Function, chains: bool = True) -> list[Recomputed | No
                 # the greedy plan without shared extensions, where it needs fewer registers
                 # (planned only where this one took a step that plan would not)
                 alone = made_into(_plan(fn, chains, trade, share=False, setup=made.setup))
-                if alone is not None and (got is None or registers_needed(alone.function)
-                                          < registers_needed(got.function)):
+                if alone is not None and (got is None or registers_needed(alone.max_live_after)
+                                          < registers_needed(got.max_live_after)):
                     got = alone
             chosen = (got.records, got.dead) if got is not None else None
             if trade and chosen == first:
@@ -216,15 +216,10 @@ def recompute_choices(fn: Function, chains: bool = True) -> list[Recomputed | No
         return out
 
 
-def registers_needed(fn: Function) -> int:
-    """General registers ``fn`` needs where the predicates beyond P0-P6 live in general
-    registers: :meth:`ptxalloc.analysis.pressure.Pressure.max_live_with_predicates`, point by
-    point (the most, at one point, of the general registers and the predicates above seven
-    live there), not the two peaks added, which may sit at different points. What the
-    choices between recomputations (and :func:`ptxalloc.pipeline.pre_passes` between them
-    scheduled) compare."""
-    from ..analysis import pressure_of
-    return pressure_of(fn).max_live_with_predicates(PRED_REGS)
+def registers_needed(max_live: tuple[int, int]) -> int:
+    """General registers a function with MaxLive (general, predicates) needs: the predicates
+    beyond P0-P6 spill into general registers."""
+    return max_live[0] + max(0, max_live[1] - PRED_REGS)
 
 
 def plan(fn: Function, chains_allowed: bool = True, trade_predicates: bool = False,
