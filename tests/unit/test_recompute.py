@@ -544,3 +544,34 @@ def test_a_plan_that_took_no_new_step_is_the_unshared_plan(path):
             if not made.novel:
                 alone = _plan(fn, True, trade, share=False)
                 assert (alone.records, sorted(alone.dead)) == (made.records, sorted(made.dead))
+
+
+def _apart_peaks() -> str:
+    """Twelve 32-bit values live at once, summed; then nine predicates live at once beside
+    the sum and the address only: the general peak and the predicate peak at different
+    points."""
+    body = ["\tld.param.u64 \t%rd1, [apart_param_0];"]
+    body += [f"\tld.global.u32 \t%r{i}, [%rd1+{4 * i}];" for i in range(1, 13)]
+    body += ["\tadd.u32 \t%r13, %r1, %r2;"]
+    body += [f"\tadd.u32 \t%r13, %r13, %r{i};" for i in range(3, 13)]
+    body += [f"\tsetp.ne.u32 \t%p{i}, %r13, {i};" for i in range(1, 10)]
+    body += [f"\t@%p{i} st.global.u32 \t[%rd1+{4 * i}], %r13;" for i in range(1, 10)]
+    return (".version 7.0\n.target sm_80\n.address_size 64\n\n"
+            ".visible .entry apart(.param .u64 apart_param_0)\n{\n"
+            "\t.reg .pred \t%p<10>;\n\t.reg .b32 \t%r<14>;\n\t.reg .b64 \t%rd<2>;\n"
+            + "\n".join(body) + "\n\tret;\n}\n")
+
+
+def test_the_choice_weighs_every_predicate_beyond_the_file_and_the_floor_only_where_live():
+    """Two measures of the predicates beyond P0-P6, each for its own use: the floor
+    (Pressure.max_live_with_predicates: general registers and predicates above seven at one
+    point) is 14 here, the twelve loads and the address, the nine predicates living beside
+    three general registers only; what the recomputation choices weigh (registers_needed: the
+    general peak plus the predicate peak's excess) is 16, every predicate beyond the file
+    counted, since each costs save and restore code wherever it lives."""
+    from ptxalloc.passes.recompute import registers_needed
+    fn = parse(_apart_peaks()).functions[0]
+    p = pressure_of(fn)
+    assert (p.max_live, p.max_preds) == (14, 9)
+    assert p.max_live_with_predicates(7) == 14
+    assert registers_needed((p.max_live, p.max_preds)) == 16

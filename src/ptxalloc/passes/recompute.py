@@ -217,8 +217,17 @@ def recompute_choices(fn: Function, chains: bool = True) -> list[Recomputed | No
 
 
 def registers_needed(max_live: tuple[int, int]) -> int:
-    """General registers a function with MaxLive (general, predicates) needs: the predicates
-    beyond P0-P6 spill into general registers."""
+    """What the choices between recomputations (and :func:`ptxalloc.pipeline.pre_passes`
+    between them scheduled) weigh: MaxLive's general registers plus the predicates beyond
+    P0-P6 at the predicate peak, wherever each peak is — every predicate beyond the file costs
+    a register *and* save/restore code, so a plan leaving fewer of them counts as cheaper even
+    where they are not live at the general peak. Not the floor: that is
+    :meth:`ptxalloc.analysis.pressure.Pressure.max_live_with_predicates` (point by point, what
+    an allocation keeping every predicate cannot go below; the driver's predicate floor).
+    Weighing the plans by the floor instead was measured (docs/decisions.md, "Two measures of
+    predicates beyond the file"): Triton's sm80_matmul then keeps the plan without the trade,
+    118 registers at K = 255 instead of 120 but 53 values saved around (predicates in general
+    registers), and 25 % more spill bytes at K = 24 and 32."""
     return max_live[0] + max(0, max_live[1] - PRED_REGS)
 
 
