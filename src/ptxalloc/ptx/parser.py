@@ -89,6 +89,10 @@ _SPECIAL = re.compile(
 _COMPONENT = re.compile(r"(.+)(\.(?:[xyzwrgba]|b[0-7]{1,4}|h[0-3]{1,2}))$")
 _REG_SUM = re.compile(r"([A-Za-z_$%][\w$%]*)\s*([+-]\s*(?:0[xX][0-9a-fA-F]+|\d+)[uU]?)$")
 _WORDS = re.compile(r"[A-Za-z_$%][\w$%]*")
+_NAME = _WORDS          # fullmatch: a name alone
+# ``[name]`` or ``[name+offset]`` with a decimal offset, as the general path splits it (the
+# name before the first '+' or '-', the offset the rest)
+_REG_ADDRESS = re.compile(r"\[[ \t]*([A-Za-z_$%][\w$%]*)[ \t]*([+-][ \t]*-?\d+)?[ \t]*\]")
 # two operands side by side: the end of one, blanks, the start of another
 _JUXTAPOSED = re.compile(r"[\w$%)\]}]\s+(?=[\w$%{\[!(])")
 _WORD_OR_TOKEN = re.compile(r"[^\s,;]+")
@@ -145,6 +149,7 @@ class _Source:
         self._pos = 0
         self._line = 1
         self.warnings: list[Diagnostic] = []
+        self.locs: dict[str, tuple | None] = {}     # .loc text -> its location (add_loc)
 
     def line_of(self, pos: int) -> int:
         """Line number of a position; cheap when positions are asked for in increasing
@@ -443,6 +448,21 @@ class _FunctionParser:
         if not tok:
             raise self.src.error("empty operand", pos)
         c = tok[0]
+        # the commonest operands besides registers and immediates, read as the general path
+        # below reads them: a name alone (a label, a symbol) ...
+        if _NAME.fullmatch(tok) is not None:
+            if tok == "_":
+                return SINK
+            if c == "%" and tok not in self.symbols and not _SPECIAL.match(tok):
+                self.unresolved.append((tok, pos))
+            return Sym(tok)
+        # ... and an address of a declared register and a constant offset ([%rd1+16])
+        if c == "[":
+            m = _REG_ADDRESS.fullmatch(tok)
+            if m is not None and m.group(1) in self.names:
+                offset = m.group(2)
+                return Mem(self.operand(m.group(1), pos),
+                           "".join(offset.split()) if offset else "", [], "")
         if "|" in tok:
             a, b = _split_pipe(tok)
             if b is not None:
@@ -812,19 +832,16 @@ class _FunctionParser:
         return src.error(f"function '{self.fn.name}' opened at {oline}:{ocol} is not closed", pos)
 
     def add_loc(self, s: str, line: int) -> None:
-        """A ``.loc``: the location of the instructions that follow, as ``(file index, line,
-        column, inlined_at)`` with ``inlined_at`` the ``(file index, line, column)`` of the
-        call it was inlined into, or None (PTX ISA 9.0, 11.6.2)."""
+        """A ``.loc``: the location of the instructions that follow (:func:`_location`). A
+        file repeats its ``.loc`` lines (matrix_free: 9,974 of them, 584 different), so each
+        text is read once per file."""
         self.fn.body.append(Raw(LOC, s, line))
-        parts = s.replace(",", " ").split()
-        if len(parts) >= 3 and parts[1].isdigit() and parts[2].isdigit():
-            col = int(parts[3]) if len(parts) > 3 and parts[3].isdigit() else 0
-            inlined = None
-            if "inlined_at" in parts:
-                at = parts[parts.index("inlined_at") + 1:parts.index("inlined_at") + 4]
-                if len(at) == 3 and all(x.isdigit() for x in at):
-                    inlined = (int(at[0]), int(at[1]), int(at[2]))
-            self.loc = (int(parts[1]), int(parts[2]), col, inlined)
+        locs = self.src.locs
+        loc = locs.get(s)
+        if loc is None:
+            loc = locs[s] = _location(s)
+        if loc is not None:
+            self.loc = loc
 
     def _token(self, pos: int, line: int) -> int:
         """Read the token at ``pos`` (after blanks): a comment, '{', '}', a ``.loc``/``.file``
@@ -985,6 +1002,22 @@ class _FunctionParser:
             if names != tables[table]:
                 tables[table] = names
                 raw.text = f"{table}: .branchtargets {', '.join(names)};"
+
+
+def _location(s: str) -> tuple | None:
+    """The location a ``.loc`` gives the instructions after it, as ``(file index, line,
+    column, inlined_at)`` with ``inlined_at`` the ``(file index, line, column)`` of the call it
+    was inlined into, or None (PTX ISA 9.0, 11.6.2); None when ``s`` names no line."""
+    parts = s.replace(",", " ").split()
+    if len(parts) >= 3 and parts[1].isdigit() and parts[2].isdigit():
+        col = int(parts[3]) if len(parts) > 3 and parts[3].isdigit() else 0
+        inlined = None
+        if "inlined_at" in parts:
+            at = parts[parts.index("inlined_at") + 1:parts.index("inlined_at") + 4]
+            if len(at) == 3 and all(x.isdigit() for x in at):
+                inlined = (int(at[0]), int(at[1]), int(at[2]))
+        return (int(parts[1]), int(parts[2]), col, inlined)
+    return None
 
 
 def _parse_params(src: _Source, text: str, pos: int, is_return: bool) -> list[Param]:
