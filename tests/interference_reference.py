@@ -11,8 +11,8 @@ from ptxalloc.util import bits
 def expected_adjacency(fn, cfg, lv, pred_mask: int, gpr_mask: int) -> list[int]:
     """Per register, the registers it interferes with: a definition against what is live
     after it (a copy not against its source), registers defined together against each other,
-    registers live on entry against each other, a general register defined where a path with
-    no ``wgmma.fence`` leads to a ``wgmma.mma_async`` against the wgmma's asynchronous
+    registers live on entry against each other, a general register defined or read (but
+    by a wgmma) where a path with no ``wgmma.fence`` leads to a ``wgmma.mma_async`` against the wgmma's asynchronous
     registers; general registers and predicates apart."""
     classes = fn.regs.classes
     expected = [0] * len(classes)
@@ -40,18 +40,22 @@ def expected_adjacency(fn, cfg, lv, pred_mask: int, gpr_mask: int) -> list[int]:
     for v in bits(entry):
         for w in bits(entry & same_file(v) & ~(1 << v)):
             edge(v, w)
-    # PTX ISA 9.7.15.5.1: no other value may be written into a register a wgmma.mma_async
-    # accesses asynchronously where a path with no wgmma.fence leads from the write to it
-    # (the fence, or the function's start, comes before the write on that path)
+    # PTX ISA 9.7.15.5.1: no other value may be written into or read from a register a
+    # wgmma.mma_async accesses asynchronously where a path with no wgmma.fence leads from the
+    # access to it (the fence, or the function's start, comes before the access on that path);
+    # a wgmma's own reads are its own
     if not any(ins.opcode.startswith("wgmma.mma_async") for ins in cfg.instrs):
         return expected
-    for p, d_regs in enumerate(ins.defs for ins in cfg.instrs):
-        if not d_regs:
+    for p, ins in enumerate(cfg.instrs):
+        touched = set(ins.defs)
+        if not ins.opcode.startswith("wgmma"):
+            touched |= set(ins.uses)
+        if not touched:
             continue
         for w in wgmmas_reached(cfg, p):
             accessed = {a for a in (isa.async_operands(cfg.instrs[w]) or [()])[0]
                         if gpr_mask >> a & 1}
-            for d in d_regs:
+            for d in touched:
                 if gpr_mask >> d & 1:
                     for a in accessed - {d}:
                         edge(d, a)

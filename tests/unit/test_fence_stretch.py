@@ -205,3 +205,46 @@ def test_no_accumulator_register_written_on_the_path_and_a_tampered_one_is_refut
                                                 r"a wgmma\.mma_async .* \(on a path with no "
                                                 r"wgmma\.fence between"):
         verify_modules(module, parse_allocated("\n".join(bad)))
+
+
+def test_a_value_read_on_the_path_interferes_with_the_accumulator():
+    """The fence must come between any access of a register and a wgmma accessing it, reads
+    included (PTX ISA 9.7.15.5.1): ``%r5`` is read by the ``add`` and the ``setp`` on the path
+    that skips the second fence and dies there, before the second wgmma writes its
+    accumulator; only the read gives the edges (nothing defines ``%r5`` in the stretch)."""
+    from ptxalloc.analysis import analyze_function
+    from ptxalloc.target.sm import profile_for
+    module = parse_file(str(SKIPPED))
+    fn = module.functions[0]
+    a = analyze_function(fn, profile_for(None, module.sm))
+    names = fn.regs.names
+    r5 = names.index("%r5")
+    mma = [ins for ins in a.cfg.instrs if ins.opcode.startswith("wgmma.mma_async")]
+    acc = [v for v in isa.async_operands(mma[1])[0] if names[v].startswith("%f")]
+    assert len(acc) == 8
+    assert all(a.graph.interferes(r5, v) for v in acc)
+
+
+@pytest.mark.parametrize("allocator", ["briggs", "fatpoint"])
+@pytest.mark.parametrize("k", [255, 24])
+def test_a_read_of_an_accumulator_register_on_the_path_is_refuted(k, allocator):
+    """The allocation keeps ``%r5`` out of the second wgmma's accumulator (before reads
+    counted, both allocators put it in ``%R10`` at both budgets and the checker proved it);
+    the same text with ``%r5``'s register renamed to the accumulator's first register is
+    refuted at the first read on the path, not at the write (made before the first fence)."""
+    module, res = _allocate(SKIPPED, k, allocator)
+    out = res.ptx.split("\n")
+    mmas = [line for line in out if line.strip().startswith("wgmma.mma_async")]
+    acc = _accumulator(mmas[1])
+    load = next(i for i, line in enumerate(out) if "fence_skipped_param_2" in line
+                and line.strip().startswith("ld.param"))
+    reg = re.match(r"\s*ld\.param\.u32\s+(%R\d+),", out[load]).group(1)
+    assert reg not in acc
+    readers = [i for i in range(load + 1, len(out)) if re.search(re.escape(reg) + r"\b", out[i])]
+    assert [out[i].split()[0] for i in readers] == ["add.s32", "setp.eq.s32"]
+    bad = out[:]
+    for i in [load] + readers:
+        bad[i] = re.sub(re.escape(reg) + r"\b", acc[0], out[i])
+    with pytest.raises(VerificationError, match=r"'add\.s32 .*': reads %R\d+ after a "
+                                                r"wgmma\.fence and before a wgmma\.mma_async"):
+        verify_modules(module, parse_allocated("\n".join(bad)))

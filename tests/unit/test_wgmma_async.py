@@ -277,7 +277,7 @@ def _swap_with_previous(text: str, marker: str) -> str:
 
 @pytest.mark.parametrize("marker,message", [
     ("wgmma.commit_group.sync.aligned;\t//@serialize", "serialize commit_group must follow"),
-    ("wgmma.fence.sync.aligned;\t//@serialize", "write must come before the fence"),
+    ("wgmma.fence.sync.aligned;\t//@serialize", "access must come before the fence"),
 ])
 def test_checker_rejects_serialize_instructions_out_of_place(marker, message):
     """An inserted commit must follow a wgmma.mma_async, an inserted fence an inserted wait;
@@ -316,7 +316,7 @@ def test_checker_rejects_writes_after_a_fence_across_a_label():
     lines = ONE_GROUP.read_text().split("\n")
     second = [k for k, line in enumerate(lines) if line.strip().startswith("wgmma.mma_async")][1]
     labelled = parse("\n".join(lines[:second] + ["$L_x:"] + lines[second:]), str(ONE_GROUP))
-    with pytest.raises(VerificationError, match="write must come before the fence"):
+    with pytest.raises(VerificationError, match="access must come before the fence"):
         verify_modules(labelled, parse_allocated("\n".join(bad)))
 
 

@@ -177,29 +177,37 @@ def wgmma_marks(instrs: list, mask_of: list[int] | None = None
 
 def _fence_edges(cfg: CFG, adj: list[int], gpr_mask: int) -> None:
     """Edges between the registers a ``wgmma.mma_async`` accesses asynchronously and every
-    general register defined where a path leads to it with no ``wgmma.fence`` between
-    (:func:`fenced_after`): a write to the wgmma's registers must come before the fence, so
-    no other value may be written there in between — not even while an accumulator the wgmma
-    only writes is dead. The wgmma's registers are general registers: a predicate defined
-    there gets no edge (files apart)."""
+    general register defined or read where a path leads to it with no ``wgmma.fence`` between
+    (:func:`fenced_after`): the fence must come between any access of a register by the thread
+    and a ``wgmma`` that accesses the same register (PTX ISA 9.7.15.5.1), so no other value
+    may be written or read there in between — not even while an accumulator the wgmma only
+    writes is dead. The reads of a ``wgmma`` instruction itself are its own (the ISA's
+    exception for accumulators across ``wgmma.mma_async`` of one shape; descriptors are 64-bit
+    registers, another PTX register file). The wgmma's registers are general registers: a
+    predicate there gets no edge (files apart)."""
     marks = wgmma_marks(cfg.instrs)
     if marks is None:
         return                      # no wgmma (the common case, on every interference build)
     after = _ahead(cfg, marks)
     # the mask changes only at fences and wgmmas: one update per run of equal masks (a wgmma
     # accesses a hundred registers), not one per definition and register
-    fenced = defined = 0
+    fenced = accessed = 0
     for ins, mask in zip(cfg.instrs + [None], after + [0]):
         mask &= gpr_mask
         if mask != fenced:
             for a in bits(fenced):
-                adj[a] |= defined & ~(1 << a)
-            fenced, defined = mask, 0
+                adj[a] |= accessed & ~(1 << a)
+            fenced, accessed = mask, 0
         if fenced:
             for d in ins.defs:
                 if gpr_mask >> d & 1:
                     adj[d] |= fenced & ~(1 << d)
-                    defined |= 1 << d
+                    accessed |= 1 << d
+            if ins.base != "wgmma":
+                for u in ins.uses:
+                    if gpr_mask >> u & 1:
+                        adj[u] |= fenced & ~(1 << u)
+                        accessed |= 1 << u
 
 
 def _adjacency(cfg: CFG, liveness: Liveness, classes, gpr_mask: int,

@@ -2,16 +2,18 @@
 "The wgmma fence").
 
 A register that a ``wgmma.mma_async`` accesses asynchronously (its accumulator, a register A
-fragment) must be written before the ``wgmma.fence`` that precedes it: the fence is what orders
-the warpgroup's register writes before the ``wgmma`` reads them. The allocation may put such a
-register's value there by inserted code (a reload, a copy, a recomputation: spilling around
-the in-flight window, :mod:`ptxalloc.spill.windows`); :func:`check_fenced_writes` refuses
-a write from which a path with no ``wgmma.fence`` leads to a ``wgmma.mma_async`` that accesses
-the written location asynchronously — over the allocated function's CFG, so a loop's back edge
-into the stretch, a branch into it from elsewhere and a branch over a fence are followed
+fragment) may be accessed by the thread — written or read — only before the ``wgmma.fence``
+that precedes it: the fence must come "between a register access by a thread in the warpgroup
+and any wgmma.mma_async instruction that accesses the same registers". The allocation may put
+such a register's value there by inserted code (a reload, a copy, a recomputation: spilling
+around the in-flight window, :mod:`ptxalloc.spill.windows`), or give its register to another
+value read there; :func:`check_fenced_accesses` refuses a write or a read from which a path
+with no ``wgmma.fence`` leads to a ``wgmma.mma_async`` that accesses the location
+asynchronously — over the allocated function's CFG, so a loop's back edge into the stretch, a
+branch into it from elsewhere and a branch over a fence are followed
 (:mod:`ptxalloc.ir.fence_stretch`, the one definition the allocator's interference edges
 follow too) — by inserted code or by an original instruction the allocation put there (an
-original instruction writing the very value the ``wgmma`` accesses is the program's own
+original instruction accessing the very value the ``wgmma`` accesses is the program's own
 business, as ever). The rule is PTX's, on PTX registers: a write to ``%RD2`` is no access to an
 accumulator ``%R4`` even where ptxalloc's register units overlap (ptxas allocates the PTX
 registers anew).
@@ -30,18 +32,20 @@ FENCE_OPCODE = "wgmma.fence"
 MMA_FAMILY = "wgmma.mma_async"
 
 
-def check_fenced_writes(events: list, fences: list[int], cfg: Blocks,
+def check_fenced_accesses(events: list, fences: list[int], cfg: Blocks,
                         fail_at: Callable[[int, str], Exception],
                         display: list[str]) -> None:
     """``fences`` are the positions of the events a ``wgmma.fence`` comes just before,
     ``cfg`` the allocated function's blocks over the same positions. Raises through
-    ``fail_at`` at the first write (in event order) from which a path with no
+    ``fail_at`` at the first write or read (in event order) from which a path with no
     ``wgmma.fence`` leads to a ``wgmma.mma_async`` accessing the written register
     asynchronously (:func:`ptxalloc.ir.fence_stretch.fence_free_ahead`: the function's start
     counts as a fence, a back edge or a branch into the stretch and a branch over a fence are
-    followed), by inserted code, or by an original instruction writing another value than the
-    one the ``wgmma`` accesses there (the original wrote its own registers; that one came
-    from the allocation)."""
+    followed), by inserted code, or by an original instruction writing or reading another
+    value than the one the ``wgmma`` accesses there (the original accessed its own registers;
+    that one came from the allocation). A ``wgmma.mma_async``'s own reads are not counted: the
+    ISA exempts accumulator accesses across ``wgmma.mma_async`` of one shape, and its other
+    register operands (descriptors) are 64-bit registers, another PTX register file."""
     accessed: list[dict[int, int]] = []         # per wgmma, in order: location -> value
     marks: dict[int, int] = {}
     for idx, ev in enumerate(events):
@@ -59,10 +63,16 @@ def check_fenced_writes(events: list, fences: list[int], cfg: Blocks,
         if not mask:
             continue
         kind = type(ev)
-        if kind is Copy or kind is Remat:
+        if kind is Copy:
             writes = ((ev.dst, -1),)
+            reads = ((ev.src, ev.value),) + tuple((loc, v) for loc, v, _ in ev.address)
+        elif kind is Remat:
+            writes, reads = ((ev.dst, -1),), ()
         elif kind is Original:
             writes = ev.defs
+            reads = () if ev.in_flight is not None and \
+                ev.in_flight.family.startswith(MMA_FAMILY) else \
+                tuple((loc, v) for loc, v, _ in ev.uses)
         else:
             continue
         held = reach.get(mask)
@@ -71,10 +81,11 @@ def check_fenced_writes(events: list, fences: list[int], cfg: Blocks,
             for w in bits(mask):
                 for loc, v in accessed[w].items():
                     held.setdefault(loc, []).append(v)
-        for loc, v in writes:
-            values = held.get(loc)
-            if values is not None and any(v != x for x in values):
-                raise fail_at(idx, f"writes {display[loc]} after a wgmma.fence and before a "
-                                   f"wgmma.mma_async that accesses it asynchronously (on a "
-                                   f"path with no wgmma.fence between): the write must come "
-                                   f"before the fence")
+        for what, accesses in (("writes", writes), ("reads", reads)):
+            for loc, v in accesses:
+                values = held.get(loc)
+                if values is not None and any(v != x for x in values):
+                    raise fail_at(idx, f"{what} {display[loc]} after a wgmma.fence and before "
+                                       f"a wgmma.mma_async that accesses it asynchronously (on "
+                                       f"a path with no wgmma.fence between): the access must "
+                                       f"come before the fence")

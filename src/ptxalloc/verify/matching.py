@@ -32,7 +32,7 @@ from .blocks import Blocks
 from .convention import callee_saved, caller_saved
 from .events import (Copy, Event, InFlight, Original, Remat, RemovedCopy, RemovedDef, Serialized,
                      Wait)
-from .fences import FENCE_OPCODE, check_fenced_writes
+from .fences import FENCE_OPCODE, check_fenced_accesses
 from .header import ANNOTATION, HEADER, HOIST, PROMOTE, REMOVED, SBASE, SERIALIZE, Header
 from .locations import CLASS_BITS, CLASS_FAMILY, CLASS_UNIFORM_FAMILY, Locations
 from .messages import Messages, first_diff
@@ -282,7 +282,7 @@ class Matcher:
             raise VerificationError(f"{self.where_fn()}: a spill array is declared but the "
                                     f"header names none")
         cfg = Blocks(syn_body, self.alloc.branch_targets, self.alloc.name, self.alloc.filename)
-        check_fenced_writes(events, fences, cfg, self.fail_at, self.locs.display)
+        check_fenced_accesses(events, fences, cfg, self.fail_at, self.locs.display)
         # what holds a value at entry besides the implicit values
         entry = [(self.locs.pinned(self.oregs.names[v]), v, False) for v in self.in_params]
         entry += [(self.places.reg_loc(r), e, True) for r, e in self.callee_values.items()]
