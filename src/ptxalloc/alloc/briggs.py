@@ -35,7 +35,7 @@ from functools import reduce
 from operator import or_
 
 from ..target.units import blocking_weight
-from ..util import bits, numpy_when_worth
+from ..util import bits, numpy_when_worth, set_positions
 from .api import Allocator, Coloring, Problem, register
 from .matrix import UnitMatrix
 
@@ -241,7 +241,7 @@ class _DenseDegrees:
             return [], []
         np = self.np
         raw = np.frombuffer(neighbours.to_bytes(self.nbytes, "little"), np.uint8)
-        idx = np.flatnonzero(np.unpackbits(raw, bitorder="little"))
+        idx = set_positions(np, np.unpackbits(raw, bitorder="little"))
         before = self.wdeg[idx]
         after = before - self.weight[self.shape_id[n]][self.sid[idx]]
         self.wdeg[idx] = after
