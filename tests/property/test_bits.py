@@ -91,3 +91,16 @@ def test_transpose_or_over_several_bands_of_rows():
     finally:
         util._np = saved
     assert rows == want
+
+
+@settings(max_examples=150, deadline=None)
+@given(positions, st.integers(min_value=0, max_value=64))
+def test_set_positions_are_flatnonzeros_of_the_unpacked_bits(ps, pad):
+    """The boolean view's ``nonzero`` (what ``bits`` and Briggs's dense degrees use) gives
+    the positions ``flatnonzero`` gives, as the same integer type, trailing zero bytes or not."""
+    x = _mask(ps)
+    raw = numpy.frombuffer(x.to_bytes((x.bit_length() + 7) // 8 + pad, "little"), numpy.uint8)
+    unpacked = numpy.unpackbits(raw, bitorder="little")
+    got = util.set_positions(numpy, unpacked)
+    want = numpy.flatnonzero(unpacked)
+    assert got.dtype == want.dtype and got.tolist() == want.tolist() == sorted(ps)

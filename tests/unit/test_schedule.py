@@ -486,3 +486,36 @@ def test_stores_last_weighs_the_general_registers_apart_only_when_they_differ(pr
     counted = _list_schedule(*args, _StoresLast(gpr_weight=_CountedWeights(gpr), **last))
     assert counted == plain == [0, 1, 2, 3]
     assert (_CountedWeights.reads > 0) is predicate
+
+
+@pytest.mark.parametrize("name", ["sm80_attn_fwd.ptx", "attn_bwd_d64.ptx"])
+def test_the_schedule_reuses_the_recomputations_analyses(name, monkeypatch):
+    """After the recomputation (whose pressure of its result is remembered), the schedule
+    builds no CFG of its input (issue 16: one CFG, liveness and tuples less per function);
+    it builds one only for the order it makes, and it schedules exactly as it does from
+    scratch (the memory emptied)."""
+    import ptxalloc.analysis as analysis
+    from ptxalloc.ir import cfg as cfg_module
+    from ptxalloc.passes.recompute import recompute_choices
+    module = parse_file(str(DATA / "triton" / name))
+    fn = next(f for f in module.functions if f.body)
+    start = next(r.function for r in recompute_choices(fn) if r is not None)
+    assert analysis.remembered_pressure(start) is not None
+    builds = []
+    build = cfg_module.CFG.__init__
+
+    def counted(self, f):
+        builds.append(f)
+        build(self, f)
+    monkeypatch.setattr(cfg_module.CFG, "__init__", counted)
+    got = schedule_function(start)
+    assert start not in builds
+    assert len(builds) == (1 if got is not None else 0)
+    analysis._pressures.clear()
+    again = schedule_function(start)
+    assert start in builds                                  # from scratch: built again
+    assert (got is None) == (again is None)
+    if got is not None:
+        assert (got.order, got.segments, got.moved) == (again.order, again.segments,
+                                                         again.moved)
+        assert render(got.function) == render(again.function)

@@ -325,10 +325,9 @@ class Problem:
         neighbours = bits(adj[gone] & ~keep_bit)
         wdeg, shapes = self.wdeg, self.shape
         reshaped = at or gone_shape != shape
+        not_gone = ~(1 << gone)
         for m in neighbours:
-            am = adj[m] & ~(1 << gone)
-            am |= keep_bit
-            adj[m] = am
+            adj[m] = adj[m] & not_gone | keep_bit
             if common >> m & 1:
                 # m loses one neighbour: gone
                 wdeg[m] -= blocking_weight(shapes[m], gone_shape)
@@ -336,9 +335,9 @@ class Problem:
                 # m trades neighbour gone for keep, of another shape
                 sm = shapes[m]
                 wdeg[m] += blocking_weight(sm, shape) - blocking_weight(sm, gone_shape)
-        adj[keep] = (adj[keep] | adj[gone]) & ~keep_bit & ~(1 << gone)
+        adj[keep] = (adj[keep] | adj[gone]) & ~keep_bit & not_gone
         del adj[gone]
-        self.shape_masks[gone_shape] &= ~(1 << gone)
+        self.shape_masks[gone_shape] &= not_gone
         self.parent[gone] = keep
         self.merges += 1
         gone_members = self.members.pop(gone)

@@ -35,7 +35,7 @@ from functools import reduce
 from operator import or_
 
 from ..target.units import blocking_weight
-from ..util import bits, numpy_when_worth
+from ..util import bits, numpy_when_worth, set_positions
 from .api import Allocator, Coloring, Problem, register
 from .matrix import UnitMatrix
 
@@ -101,8 +101,8 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
         wdeg = dense.wdeg
     # per removed node, its neighbours still active then: the nodes select colors before it
     # (the ones removed after it), so that select gathers their units from this list instead
-    # of unpacking the neighbours again
-    later: dict[int, list[int]] = {}
+    # of unpacking the neighbours again (with dense degrees, numpy's index array as it is)
+    later: dict = {}
 
     def remove(n: int) -> None:
         nonlocal active_mask
@@ -173,10 +173,16 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
         units_of[n] = matrix.held[n]
         precolored_mask |= 1 << n
     unit = units_of.__getitem__
+    # dense: the same units in a numpy object array, gathered by the index arrays and ORed by
+    # numpy's loop (no list made of the indices, and the ORs 1.5-2x faster: issue 16)
+    units_array = dense.units_array(units_of) if dense is not None else None
     for n in reversed(result.stack):
         fixed = adj[n] & precolored_mask
-        forbidden = reduce(or_, map(unit, later[n]),
-                           reduce(or_, map(unit, bits(fixed)), 0) if fixed else 0)
+        forbidden = reduce(or_, map(unit, bits(fixed)), 0) if fixed else 0
+        if units_array is None:
+            forbidden = reduce(or_, map(unit, later[n]), forbidden)
+        elif len(later[n]):
+            forbidden |= dense.np.bitwise_or.reduce(units_array[later[n]])
         want = p.prefer.get(n)
         banks = _partner_banks(p, n, start, bank_adj) if banked else None
         first_free = first_wanted = choice = None
@@ -204,6 +210,8 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
             continue
         matrix.assign(n, choice)
         units_of[n] = matrix.held[n]
+        if units_array is not None:
+            units_array[n] = units_of[n]
     return result
 
 
@@ -232,21 +240,28 @@ class _DenseDegrees:
         # weight[j][i]: how much a neighbour of shape i loses when a node of shape j goes
         self.weight = [np.array([blocking_weight(a, b) for a in shapes], np.int64)
                        for b in shapes]
+        self.none = np.zeros(0, np.intp)            # no neighbour
 
-    def lower(self, n: int, neighbours: int) -> tuple[list[int], list[int]]:
+    def lower(self, n: int, neighbours: int) -> tuple[list[int], object]:
         """Lower the degrees of ``neighbours`` (a bitset) for the removal of node ``n``; the
-        neighbours whose degree fell below their placements by it, and all of them, in
-        ascending order."""
+        neighbours whose degree fell below their placements by it (a list), and all of them
+        (numpy's index array), in ascending order."""
         if not neighbours:
-            return [], []
+            return [], self.none
         np = self.np
         raw = np.frombuffer(neighbours.to_bytes(self.nbytes, "little"), np.uint8)
-        idx = np.flatnonzero(np.unpackbits(raw, bitorder="little"))
+        idx = set_positions(np, np.unpackbits(raw, bitorder="little"))
         before = self.wdeg[idx]
         after = before - self.weight[self.shape_id[n]][self.sid[idx]]
         self.wdeg[idx] = after
         room = self.room[idx]
-        return idx[(before >= room) & (room > after)].tolist(), idx.tolist()
+        return idx[(before >= room) & (room > after)].tolist(), idx
+
+    def units_array(self, units_of: list[int]):
+        """``units_of`` (units held per node, Python ints) as a numpy object array."""
+        out = self.np.empty(len(units_of), dtype=object)
+        out[:] = units_of
+        return out
 
 
 def _dense_degrees(p: Problem, active) -> _DenseDegrees | None:

@@ -83,12 +83,15 @@ class _Graph:
     neighbours among those only (renderer.ptx: 33 neighbours a node on average, half of them
     earlier); one whose order takes some nodes ahead gathers those apart (:func:`_greedy`).
     The three greedy colorings, every squeaky-wheel run and the search of one problem share it
-    (renderer.ptx: 304 unpackings of every node's neighbours for 110 functions before)."""
+    (renderer.ptx: 304 unpackings of every node's neighbours for 110 functions before).
+    ``rows`` holds per node what :func:`_greedy` reads of it, in one tuple (one look-up a node
+    in the colorings' inner loop): the gatherer of its earlier neighbours, its copy partners,
+    its shape, units, the bitmask of that many units and whether it is a general register."""
 
     def __init__(self, p: Problem):
         self.order = _program_order(p)
-        self.partners = _move_partners(p)
-        adj = p.adj
+        self.partners = partners = _move_partners(p)
+        adj, shape = p.adj, p.shape
         earlier = 0
         for n in p.precolored:
             earlier |= 1 << n
@@ -96,7 +99,12 @@ class _Graph:
         for n in self.order:
             before[n] = bits(adj[n] & earlier)
             earlier |= 1 << n
-        self.earlier = _gatherers(before)
+        gather = _gatherers(before)
+        self.rows = {}
+        for n in self.order:
+            sh = shape[n]
+            self.rows[n] = (gather[n], tuple(partners.get(n, ())), sh, sh.units,
+                            (1 << sh.units) - 1, sh.file == GPR)
         self._regfile = p.regfile
         self._starts: dict = {}
 
@@ -152,31 +160,31 @@ def _greedy(p: Problem, order: list[int], best_fit: bool, limit_units: int | Non
     held = [0] * p.nregs                # node -> the units it holds (0: not colored yet)
     for n, s in start.items():
         held[n] = shape[n].mask(s)
-    earlier, adj = graph.earlier, p.adj
+    rows, adj = graph.rows, p.adj
     per_node = ahead if type(ahead) is dict else None
     unit = held.__getitem__
     starts_of = graph.starts(limit_units)
     for n in order:
+        gather, partners, sh, w, ones, gpr = rows[n]
         # the units of the colored neighbours: C-level gathers and ORs (a neighbour not
         # colored yet holds none)
-        forbidden = reduce(or_, earlier[n](held), 0)
-        extra = adj[n] & (ahead if per_node is None else per_node[n])
-        if extra:
-            forbidden = reduce(or_, map(unit, bits(extra)), forbidden)
-        sh = shape[n]
+        forbidden = reduce(or_, gather(held), 0)
+        if ahead:
+            extra = adj[n] & (ahead if per_node is None else per_node[n])
+            if extra:
+                forbidden = reduce(or_, map(unit, bits(extra)), forbidden)
         choice = None
-        for m in graph.partners.get(n, ()):
+        for m in partners:
             sm = start.get(m)
-            if sm is not None and not sh.mask(sm) & forbidden and (
-                    limit_units is None or sh.file != GPR or sm + sh.units <= limit_units):
+            if sm is not None and not ones << sm & forbidden and (
+                    limit_units is None or not gpr or sm + w <= limit_units):
                 choice = sm
                 break
         if choice is None:
             starts = starts_of.get(sh)
             if starts is None:
                 starts = graph.start_mask(sh, limit_units)
-            w = sh.units
-            if best_fit and w < 4 and sh.file == GPR:
+            if best_fit and w < 4 and gpr:
                 choice = _lowest_free(starts, w, forbidden, True)
             else:                               # _lowest_free, inlined for the usual widths
                 free = starts & ~(forbidden | forbidden >> 1 if w == 2 else forbidden if w == 1
@@ -187,7 +195,7 @@ def _greedy(p: Problem, order: list[int], best_fit: bool, limit_units: int | Non
                     failed.append(n)
                 return None
         start[n] = choice
-        held[n] = ((1 << sh.units) - 1) << choice
+        held[n] = ones << choice
     return start
 
 

@@ -71,6 +71,8 @@ class Pressure:
                 for v, _ in g.members:
                     group[v] = gid
         self.cfg = cfg
+        self.liveness = liveness        # kept for a later pass over the same function
+        self.tuples = tuples            # (the schedule's, after the recomputation's pressure)
         self.units = units
         self._walk_inputs = (liveness, is_pred, group, gunits)
         self._by_class: dict[str, list[float]] | None = None

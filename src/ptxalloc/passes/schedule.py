@@ -116,8 +116,16 @@ def schedule_function(fn: Function, stores_last: bool = True) -> Scheduled | Non
         ranges = _segment_ranges(fn)
         if not ranges:
             return None
-        cfg = CFG(fn)
-        liveness = Liveness(cfg)
+        # the recomputation's "after" when it ran (pressure_of keeps it): its CFG, liveness
+        # and tuples are this function's, and its MaxLive the one to beat
+        before = remembered_pressure(fn)
+        if before is not None and before.tuples is not None:
+            cfg, liveness, tuples = before.cfg, before.liveness, before.tuples
+        else:
+            before = None
+            cfg = CFG(fn)
+            liveness = Liveness(cfg)
+            tuples = find_tuples(fn, cfg.instrs)
         regs = fn.regs
         weight = []
         is_pred = []
@@ -126,7 +134,6 @@ def schedule_function(fn: Function, stores_last: bool = True) -> Scheduled | Non
             is_pred.append(p)
             weight.append(1 if p else vreg_shape(c, vec).units)
         instrs = cfg.instrs
-        tuples = find_tuples(fn, instrs)
         spans = {v: (len(regs) + gid, frozenset(m for m, _ in tuples.groups[gid].members))
                  for v, (gid, _) in tuples.group_of.items()}
         for gid, g in enumerate(tuples.groups):
@@ -152,8 +159,6 @@ def schedule_function(fn: Function, stores_last: bool = True) -> Scheduled | Non
         if not changed:
             return None
         new = fn.reordered(order)
-        # before: the recomputation's "after" when it ran (pressure_of keeps it)
-        before = remembered_pressure(fn)
         if before is None:
             before = Pressure(cfg, liveness, tuples)
         after = pressure_of(new)

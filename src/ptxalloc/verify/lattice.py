@@ -177,7 +177,11 @@ def kill_set(st: State, ks: frozenset) -> None:
     held = st.held
     undef = st.undef
     apart = ks.isdisjoint
-    hits = [loc for loc, hs in held.items() if not apart(hs)]
+    if len(ks) == 1:            # one value (most definitions): a membership test, no call
+        (v,) = ks
+        hits = [loc for loc, hs in held.items() if v in hs]
+    else:
+        hits = [loc for loc, hs in held.items() if not apart(hs)]
     for loc in hits:
         rest = held[loc] - ks
         if rest or undef:
