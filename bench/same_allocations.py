@@ -8,8 +8,10 @@ corpus file under 300 KB (sorted by path), each allocator in ``--allocators`` (d
 and fatpoint) and each budget in 15, 64 and 255 it runs the command
 ``ptxalloc allocate F --registers K --allocator A -o OUT --json OUT.json`` (in process, through
 ``cli.main``) and keeps the PTX, the report (wall-clock times removed) and the exit status and
-message. ``compare`` runs the same again into a scratch directory and lists every output that
-differs byte for byte; it exits 1 when any does. The snapshot itself is not part of the repo.
+message, the checkout's and the corpus's paths in them written ``<repo>`` and ``<corpus>``
+(a snapshot recorded in one worktree compares with another's). ``compare`` runs the same
+again into a scratch directory and lists every output that differs byte for byte; it exits 1
+when any does. The snapshot itself is not part of the repo.
 
 ``--large`` (issue 16's speed work) takes the large files instead — renderer.ptx,
 convolutionTexture.ptx, thrust's histogram.ptx, matrix_free, tests/data/triton/attn_bwd_d64.ptx —
@@ -87,6 +89,15 @@ def _stem(path: Path) -> str:
     return str(rel).replace("/", "__")
 
 
+def _portable(text: str) -> str:
+    """``text`` with the checkout's and the corpus's own paths named ``<repo>`` and
+    ``<corpus>``: a snapshot recorded in one worktree compares with another's."""
+    root = corpus_root()
+    if root is not None:
+        text = text.replace(str(root), "<corpus>")
+    return text.replace(str(REPO), "<repo>")
+
+
 def run_all(out: Path, files: list[Path], runs: dict[str, list[str]]) -> None:
     from ptxalloc import cli
 
@@ -101,10 +112,12 @@ def run_all(out: Path, files: list[Path], runs: dict[str, list[str]]) -> None:
                 rc = cli.main(["allocate", str(f), *flags,
                                "-o", str(ptx), "--json", str(rep)])
             if rep.exists():
-                rep.write_text(json.dumps(_untimed(json.loads(rep.read_text())),
-                                          indent=1, sort_keys=True) + "\n")
+                rep.write_text(_portable(json.dumps(_untimed(json.loads(rep.read_text())),
+                                                    indent=1, sort_keys=True) + "\n"))
+            if ptx.exists():
+                ptx.write_text(_portable(ptx.read_text()))
             base.with_suffix(base.suffix + ".status").write_text(
-                f"{rc}\n{err.getvalue()}")
+                _portable(f"{rc}\n{err.getvalue()}"))
         print(f"{f.name}", flush=True)
 
 
