@@ -486,8 +486,87 @@ def test_removed_copies():
 \tret;"""
     (proof,) = prove(orig, kernel(body.format(copy="//@removed mov.b32\t%R0, %R0;"), K8))
     assert proof.removed == 1
+    # a copy between two registers may be removed only where its value is dead (a removed
+    # definition: held nowhere afterwards); here the add reads it
     refute(orig, kernel(body.format(copy="//@removed mov.b32\t%R1, %R0;"), K8),
-           r"a removed copy must have both ends in one register, not %R1 and %R0")
+           r"operand 2 should hold %r2#2 but %R0 holds \{%r1#1\}; %r2#2 is held nowhere")
+
+
+ORIG_DEAD = kernel("""\t.reg .pred %p<2>;
+\t.reg .b32 %r<6>;
+\t.reg .b64 %rd<2>;
+\tld.param.u64 %rd1, [k_p];
+\tld.global.u32 %r1, [%rd1];
+\tadd.s32 %r2, %r1, 7;
+\tld.volatile.global.u32 %r3, [%rd1+4];
+\tsetp.gt.s32 %p1, %r1, 0;
+\t@%p1 add.s32 %r4, %r1, 3;
+\tst.global.u32 [%rd1], %r1;
+\tret;""")
+
+
+def dead_alloc(add: str, load: str, guarded: str, store: str = "%R0") -> str:
+    return kernel(f"""\t.reg .pred %P<1>;
+\t.reg .b32 %R<2>;
+\t.reg .b64 %RD<8>;
+\tld.param.u64 %RD6, [k_p];
+\tld.global.u32 %R0, [%RD6];
+\t{add}
+\t{load}
+\tsetp.gt.s32 %P0, %R0, 0;
+\t{guarded}
+\tst.global.u32 [%RD6], {store};
+\tret;""", K8)
+
+
+KEPT = ("ld.volatile.global.u32 %R1, [%RD6+4];", "@%P0 add.s32 %R1, %R0, 3;")
+
+
+def test_removed_dead_definitions():
+    """Post-allocation dead-code elimination (alloc/cleanup.py): an original pure definition
+    whose value nothing reads may be written ``//@removed`` whatever it reads; a later read of
+    it, a side effect (a volatile load) or a guarded definition is refuted."""
+    (proof,) = prove(ORIG_DEAD, dead_alloc("//@removed add.s32\t%R1, %R0, 7;", *KEPT))
+    assert proof.removed == 1
+    # the removed value read afterwards
+    refute(ORIG_DEAD, dead_alloc("//@removed add.s32\t%R1, %R0, 7;", KEPT[0], KEPT[1],
+                                 store="%R1"),
+           r"should hold %r1#\d+ but %R1 holds")
+    refute(ORIG_DEAD, dead_alloc("add.s32 %R1, %R0, 7;", "//@removed ld.volatile.global.u32"
+                                 "\t%R1, [%RD6+4];", KEPT[1]),
+           r"is a 'ld.volatile.global.u32', which is not pure")
+    refute(ORIG_DEAD, dead_alloc("add.s32 %R1, %R0, 7;", KEPT[0],
+                                 "//@removed @%P0 add.s32\t%R1, %R0, 3;"),
+           r"and is guarded")
+
+
+def test_propagated_copy_use():
+    """A read of an inserted copy's destination rewritten to read its source (copy
+    propagation after allocation) is proven while the source still holds the value; rewritten
+    to a register redefined since, it is refuted."""
+    orig = kernel("""\t.reg .b32 %r<4>;
+\t.reg .b64 %rd<2>;
+\tld.param.u64 %rd1, [k_p];
+\tld.global.u32 %r1, [%rd1];
+\tadd.s32 %r2, %r1, 1;
+\tst.global.u32 [%rd1], %r2;
+\tst.global.u32 [%rd1+4], %r1;
+\tret;""")
+
+    def alloc(add_reads: str, last: str) -> str:
+        return kernel(f"""\t.reg .b32 %R<2>;
+\t.reg .b64 %RD<8>;
+\tld.param.u64 %RD6, [k_p];
+\tld.global.u32 %R0, [%RD6];
+\tmov.b32 %R1, %R0; //@move %r1#1
+\tadd.s32 %R0, {add_reads}, 1;
+\tst.global.u32 [%RD6], %R0;
+\tst.global.u32 [%RD6+4], {last};
+\tret;""", K8)
+    prove(orig, alloc("%R1", "%R1"))
+    prove(orig, alloc("%R0", "%R1"))        # the add reads the copy's source
+    refute(orig, alloc("%R0", "%R0"),       # R0 was redefined (with %r2) since
+           r"operand 2 should hold %r1#1 but %R0 holds nothing; %r1#1 is in %R1")
 
 
 def test_predicate_save_and_restore():

@@ -799,6 +799,7 @@ def _finish(a: Allocation) -> None:
         for v, s in a.uniform.start.items():
             names[v] = output.uniform_name(a.work.regs, v, s, stem)
     cfg, removed_copies = _drop_copies_in_place(a, cfg, names)
+    cfg = _clean_up(a, cfg, start, shapes, removed_copies)
     _write(a, cfg, start, names, stem, removed_copies, frame)
 
 
@@ -952,6 +953,26 @@ def _drop_copies_in_place(a: Allocation, cfg: CFG, names: list[str]) -> tuple[CF
         a.work.body = [s for s in a.work.body if id(s) not in dropped]
         cfg = CFG(a.work)
     return cfg, removed_copies
+
+
+def _clean_up(a: Allocation, cfg: CFG, start: dict[int, int], shapes: dict[int, Shape],
+              removed_copies: set[int]) -> CFG:
+    """Copy propagation and dead-code elimination on the final code (:mod:`cleanup`, knob
+    ``PostAllocCleanup``); the CFG after."""
+    if not knob_table.resolve(a.options.knobs)["PostAllocCleanup"]:
+        return cfg
+    from .cleanup import clean_up
+    regs = a.work.regs
+    mask_of = {}
+    for v, s in start.items():
+        if v not in a.pinned:
+            m = shapes[v].mask(s)
+            mask_of[v] = m if shapes[v].file == GPR else m << 1024     # predicates apart
+    cfg, done = clean_up(a.work, cfg, mask_of, lambda v: (regs.classes[v], regs.vec[v]),
+                         removed_copies)
+    if done:
+        a.result.extra["cleanup"] = done.as_dict()
+    return cfg
 
 
 def _write(a: Allocation, cfg: CFG, start: dict[int, int], names: list[str], stem: str,

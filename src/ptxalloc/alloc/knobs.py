@@ -24,6 +24,7 @@ SpillReloadsToRegisters                       -         1  a reload a free regis
 SpillStaticWeight                             -        10  cost per word of spill code, static
 SerializeWgmma                                -         1  wgmma groups serialized, spilled around
 SplitToMaxLive                                -         1  above MaxLive: split at block ends (2: any copies)
+PostAllocCleanup                              -         1  after allocation: copy propagation, dead code
 schedule                                      -         2  ptxalloc's own: 1 = schedule first, 2 = or not, fewer spill bytes
 ScheduleStoresLast                            -         1  the schedule's second order: stores last
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
@@ -155,6 +156,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "(register copies) and colored again, kept when it uses fewer registers and leaves "
          "at most 2 copies in loops (alloc/block_split.py), 2 = whatever the copies, "
          "0 = off", maximum=2, scope="all"),
+    Knob("PostAllocCleanup", None, 1, True, 0,
+         "1: after allocation, reads of an inserted copy's destination read its source "
+         "within a block, and dead definitions are removed (alloc/cleanup.py), 0 = off",
+         maximum=1, scope="all"),
     Knob("schedule", None, 2, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 2 = that, and where the scheduled code spills the code as "

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from ..errors import VerificationError
 from ..ir import isa
+from ..ir.effects import PURE, effect_kind, uses_carry
 from ..ir.instruction import COMMENT, DEF, DIRECTIVE, USE, Instruction, Label, Raw
 from ..ir.module import Function
 from ..ir.operands import Args, Imm, Mem, Neg, Not, Pair, Reg, Sink, Sum, Sym, Vec
@@ -633,12 +634,9 @@ class Matcher:
         if names is None:
             raise self.fail_at(idx, f"the removed instruction is not the original "
                                     f"'{o.render(self.oregs.names.__getitem__)}'")
-        if o.is_copy and o.guard < 0:
+        if o.is_copy and o.guard < 0 and names[0][1] == names[1][1]:
             d, s = o.ops[0].v, o.ops[1].v
-            (_, nd), (_, ns) = names[0], names[1]
-            if nd != ns:
-                raise self.fail_at(idx, f"a removed copy must have both ends in one register, "
-                                        f"not {nd} and {ns}")
+            nd = names[0][1]
             p = self.places.decode(nd, "the copy", idx)
             if type(p) is int:
                 loc = p
@@ -649,10 +647,14 @@ class Matcher:
                     raise self.fail_at(idx, f"{nd} cannot hold {self.vname(d)}, a {cls} value")
                 loc = self.locs.register(p, nd)
             return RemovedCopy(idx, loc, d, s)
+        # a copy between two registers, the definition of a rematerialized value or any pure
+        # definition: held nowhere afterwards, so sound whatever it reads
         why = _impure(o, self.kernel_params)
-        if why:
-            raise self.fail_at(idx, f"only a redundant copy or the definition of a "
-                                    f"rematerialized value may be removed; this one {why}")
+        why_not_pure = why and _not_dead_removable(o)
+        if why_not_pure:
+            raise self.fail_at(idx, f"only a copy within one register, the definition of a "
+                                    f"rematerialized value or a pure definition may be "
+                                    f"removed; this one {why} and {why_not_pure}")
         return RemovedDef(idx, o.ops[0].v)
 
 
@@ -763,6 +765,23 @@ def _impure(o: Instruction, kernel_params: frozenset = frozenset()) -> str:
             return ""
         return f"reads '{src.text}', which is not constant for the thread"
     return "has a source that is neither an immediate nor a symbol"
+
+
+def _not_dead_removable(o: Instruction) -> str:
+    """Why the original instruction is not a definition that may be removed when its value
+    is dead ('' when it is one): unguarded, one whole register defined, pure and outside the
+    carry chain. Removing it is sound whatever it reads: its value is then held nowhere, and
+    any later read of it is refuted."""
+    if o.guard >= 0:
+        return "is guarded"
+    if (len(o.defs) != 1 or not o.ops or type(o.ops[0]) is not Reg or o.ops[0].comp
+            or o.ops[0].v != o.defs[0]):
+        return "does not define exactly one whole register"
+    if effect_kind(o) != PURE:
+        return f"is a '{o.opcode}', which is not pure"
+    if uses_carry(o):
+        return "belongs to the carry chain"
+    return ""
 
 
 _PLACEHOLDER = "\x00"

@@ -1,0 +1,253 @@
+"""After allocation: copy propagation and dead-code elimination over physical registers (seed
+002 "Post-Allocation Passes": ``post_allocation_peephole`` and ``post_allocation_dce``; knob
+``PostAllocCleanup``; docs/allocated-ptx.md, "Spill code and other inserted instructions").
+
+It runs on the final allocated function, every register placed, before the PTX is written.
+
+* **Copy propagation**, within a basic block: after an unguarded inserted copy ``mov D, S``
+  (``//@move``), a later read of D — through any register of D's placement and shape — reads S
+  instead while neither D nor S has been written since (no call between: a call may clobber
+  registers its instruction does not name). A use inside a vector or register tuple, a call's argument list or
+  a ``.param`` access (the convention may bind its register) is left alone. Original copies between two registers are not propagated: the checker knows
+  that an inserted copy's two ends hold the same values, but not an original copy's
+  (docs/decisions.md, "Copy propagation and dead code after allocation").
+* **Dead-code elimination**: backward liveness over the register units of the final code
+  (a call and the end of a ``.func`` read every register; the end of a kernel none), iterated
+  until nothing more dies. A dead unguarded definition of one register is removed: an inserted
+  copy, reload, restore, rematerialization or predicate save/restore is simply not emitted;
+  an original instruction the ISA's effect table (:mod:`ptxalloc.ir.effects`) calls ``PURE``
+  and outside the carry chain becomes a ``//@removed`` line, which the checker reads as a
+  definition whose value is held nowhere afterwards (a later read of it is refuted).
+
+Nothing with a side effect, a memory access (plain loads included), a guarded definition, an
+instruction of several results, a spill store or a call is removed. A function with an
+asynchronous operation (``wgmma``, ``cp.async``, ``tcgen05``, ``mbarrier``, anything ``.async``)
+or an instruction the ISA table does not know is left untouched: registers in flight are read
+after the instruction that names them.
+"""
+
+from __future__ import annotations
+
+from ..analysis.calls import is_call
+from ..ir.cfg import CFG
+from ..ir.edits import EditKind
+from ..ir.effects import PURE, effect_kind, uses_carry
+from ..ir.instruction import DEF, USE, Instruction, Removed
+from ..ir.module import Function
+from ..ir.operands import Args, Mem, Reg, Vec
+
+#: inserted instructions that only define a register and may go when it is dead
+_DROPPABLE = frozenset((EditKind.MOVE, EditKind.RELOAD, EditKind.RESTORE, EditKind.REMAT,
+                        EditKind.PRELOAD, EditKind.PSPILL))
+
+#: instructions whose register operand the calling convention may bind to one register
+_BOUND = ("st.param", "ld.param")
+
+_ASYNC_PREFIXES = ("wgmma", "cp.async", "cp.reduce.async", "tcgen05", "mbarrier")
+
+
+def untouchable(fn: Function) -> str:
+    """Why the pass leaves ``fn`` alone ('' when it does not)."""
+    for s in fn.body:
+        if type(s) is Instruction:
+            if not s.known:
+                return f"'{s.opcode}' is not in the ISA table"
+            if s.opcode.startswith(_ASYNC_PREFIXES) or ".async" in s.opcode:
+                return f"it has an asynchronous operation ('{s.opcode}')"
+    return ""
+
+
+def removable_original(ins: Instruction) -> bool:
+    """Whether original instruction ``ins`` may become ``//@removed`` when its result is dead."""
+    return (ins.guard < 0 and len(ins.defs) == 1 and bool(ins.ops) and type(ins.ops[0]) is Reg
+            and not ins.ops[0].comp and ins.ops[0].v == ins.defs[0]
+            and effect_kind(ins) == PURE and not uses_carry(ins))
+
+
+def _droppable(ins: Instruction, mask_of: dict[int, int]) -> bool:
+    if ins.guard >= 0 or len(ins.defs) != 1 or ins.defs[0] not in mask_of:
+        return False
+    if ins.origin is None:
+        return removable_original(ins)
+    return ins.origin.kind in _DROPPABLE
+
+
+class Cleanup:
+    """What :func:`clean_up` did."""
+
+    def __init__(self) -> None:
+        self.uses_propagated = 0
+        self.moves_removed = 0          # inserted //@move copies not emitted
+        self.inserted_removed = 0       # other inserted definitions (reloads, remats ...)
+        self.original_removed = 0       # original definitions written //@removed
+
+    def as_dict(self) -> dict:
+        return {"uses_propagated": self.uses_propagated, "moves_removed": self.moves_removed,
+                "inserted_removed": self.inserted_removed,
+                "original_removed": self.original_removed}
+
+    def __bool__(self) -> bool:
+        return bool(self.uses_propagated or self.moves_removed or self.inserted_removed
+                    or self.original_removed)
+
+
+def clean_up(fn: Function, cfg: CFG, mask_of: dict[int, int], shape_of,
+             kept_copies: set[int]) -> tuple[CFG, Cleanup]:
+    """Propagate copies and remove dead definitions in ``fn`` (in place); ``mask_of`` gives
+    each placed register's units (registers without one are never touched), ``shape_of(v)``
+    what makes two registers of one placement interchangeable, ``kept_copies`` the ids of
+    original copies written ``//@removed`` later (their source must stay held). Returns the
+    CFG after and the figures."""
+    done = Cleanup()
+    if untouchable(fn):
+        return cfg, done
+    replaced: dict[int, object] = {}
+    for block in cfg.blocks:
+        _propagate(block.instrs, mask_of, shape_of, replaced, done)
+    if replaced:
+        fn.body = [replaced.get(id(s), s) for s in fn.body]
+        cfg = CFG(fn)
+    everything = 0
+    for m in mask_of.values():
+        everything |= m
+    exit_live = everything if fn.kind == "func" else 0
+    while True:
+        dead = _dead(cfg, mask_of, everything, exit_live, kept_copies)
+        if not dead:
+            break
+        body = []
+        for s in fn.body:
+            if id(s) in dead:
+                if s.origin is None:
+                    body.append(Removed(s, "dead"))
+                    done.original_removed += 1
+                elif s.origin.kind is EditKind.MOVE:
+                    done.moves_removed += 1
+                else:
+                    done.inserted_removed += 1
+                continue
+            body.append(s)
+        fn.body = body
+        cfg = CFG(fn)
+    return cfg, done
+
+
+def _propagate(instrs: list[Instruction], mask_of: dict[int, int], shape_of,
+               replaced: dict[int, object], done: Cleanup) -> None:
+    """Copy propagation through one block's inserted copies."""
+    copies: list[tuple[int, int, int, object]] = []     # (dst mask, src mask, src, shape)
+    for ins in instrs:
+        if copies:
+            if is_call(ins):
+                copies = []
+            elif not ins.opcode.startswith(_BOUND):
+                got = _rewrite_uses(ins, copies, mask_of, shape_of)
+                if got is not None:
+                    new, count = got
+                    replaced[id(ins)] = new
+                    done.uses_propagated += count
+                    ins = new
+        written = 0
+        for d in ins.defs:
+            written |= mask_of.get(d, 0)
+        if written:
+            copies = [c for c in copies if not (c[0] & written or c[1] & written)]
+        o = ins.origin
+        if (o is not None and o.kind is EditKind.MOVE and ins.is_copy and ins.guard < 0
+                and ins.defs[0] in mask_of and ins.uses[0] in mask_of):
+            d, s = ins.defs[0], ins.uses[0]
+            if mask_of[d] != mask_of[s] and shape_of(d) == shape_of(s):
+                copies.append((mask_of[d], mask_of[s], s, shape_of(d)))
+
+
+def _rewrite_uses(ins: Instruction, copies, mask_of, shape_of):
+    """``(instruction, uses rewritten)`` with reads of a copy's destination reading its
+    source, or None when none is."""
+    by_mask = {c[0]: c for c in copies}
+    count = 0
+
+    def swap(r: Reg):
+        nonlocal count
+        m = mask_of.get(r.v)
+        if m is None or r.comp:
+            return r
+        c = by_mask.get(m)
+        if c is None or shape_of(r.v) != c[3]:
+            return r
+        count += 1
+        return Reg(c[2])
+    ops = []
+    for op, role in zip(ins.ops, ins.roles):
+        t = type(op)
+        if role & DEF or t is Vec or t is Args or (t is Mem and op.rest):
+            ops.append(op)      # a register tuple (a texture's coordinates) stays whole
+        else:
+            ops.append(op.map_regs(swap) if role & USE or type(op) is not Reg else op)
+    guard = ins.guard
+    if guard >= 0:
+        g = swap(Reg(guard))
+        guard = g.v
+    if not count:
+        return None
+    new = ins.copy_with(ops, guard)
+    return new, count
+
+
+def _dead(cfg: CFG, mask_of: dict[int, int], everything: int, exit_live: int,
+          kept_copies: set[int]) -> set[int]:
+    """Ids of the droppable instructions whose result no later instruction reads."""
+    blocks = cfg.blocks
+    n = len(blocks)
+    summary = []                    # per block: (gen, kill) over units
+    for b in blocks:
+        gen = kill = 0
+        for ins in reversed(b.instrs):
+            g, k = _effect(ins, mask_of, everything, exit_live)
+            gen = (gen & ~k) | g
+            kill |= k
+        summary.append((gen, kill))
+    live_in = [0] * n
+    live_out = [0] * n
+    changed = True
+    while changed:
+        changed = False
+        for bid in reversed(range(n)):
+            b = blocks[bid]
+            out = exit_live if not b.succs else 0
+            for s in b.succs:
+                out |= live_in[s]
+            gen, kill = summary[bid]
+            inn = gen | (out & ~kill)
+            live_out[bid] = out
+            if inn != live_in[bid]:
+                live_in[bid] = inn
+                changed = True
+    dead: set[int] = set()
+    for b in blocks:
+        live = live_out[b.id]
+        for ins in reversed(b.instrs):
+            if (id(ins) not in kept_copies and _droppable(ins, mask_of)
+                    and not mask_of[ins.defs[0]] & live):
+                dead.add(id(ins))
+                continue
+            g, k = _effect(ins, mask_of, everything, exit_live)
+            live = (live & ~k) | g
+    return dead
+
+
+def _effect(ins: Instruction, mask_of: dict[int, int], everything: int,
+            exit_live: int) -> tuple[int, int]:
+    """(units read, units written for certain) by ``ins``: a call reads every register, the
+    end of the function those live on exit."""
+    if is_call(ins):
+        return everything, 0
+    if ins.base in ("ret", "exit"):
+        return exit_live, 0
+    gen = 0
+    for u in ins.uses:
+        gen |= mask_of.get(u, 0)
+    kill = 0
+    if ins.guard < 0:
+        for d in ins.defs:
+            kill |= mask_of.get(d, 0)
+    return gen, kill
