@@ -9,6 +9,9 @@ with ``--assemble``, the output assembled by ptxas.
         [--budgets 24,32,64,255] [--allocators briggs,fatpoint] [--assemble]
 
 The corpus sample is quality.py's (``--files N``: N files evenly spread over the MANIFEST).
+``--sass FILE:K ...`` instead compares, per file, the SASS instructions ptxas makes of the
+allocated PTX with the pass off and on (``cuobjdump -sass``; ``pip install
+nvidia-cuda-cuobjdump``), since ptxas runs its own copy propagation and dead-code elimination.
 """
 
 from __future__ import annotations
@@ -53,8 +56,44 @@ def measure(path: str, k: int, allocator: str, knob: int) -> dict | None:
     return got
 
 
+def _sass_instructions(ptx: str, arch: str) -> int:
+    """SASS instructions of the cubin ptxas makes of ``ptx`` (``/*0040*/`` lines)."""
+    import shutil
+    import subprocess
+    import tempfile
+    tool = shutil.which("cuobjdump") or next(
+        (str(p) for p in __import__("pathlib").Path.home().glob(
+            ".local/lib/python3*/site-packages/nvidia/cu*/bin/cuobjdump")), None)
+    if tool is None:
+        raise SystemExit("cuobjdump is not installed (pip install nvidia-cuda-cuobjdump)")
+    with tempfile.TemporaryDirectory() as tmp:
+        src, cubin = f"{tmp}/in.ptx", f"{tmp}/out.cubin"
+        open(src, "w").write(ptx)
+        subprocess.run(["ptxas", f"-arch={arch}", src, "-o", cubin], check=True,
+                       capture_output=True)
+        out = subprocess.run([tool, "-sass", cubin], check=True, capture_output=True,
+                             text=True).stdout
+    return len(re.findall(r"/\*[0-9a-f]{4,}\*/\s+\S", out))
+
+
+def sass(specs: list[str]) -> int:
+    from ptxalloc import ptxas
+    print(f"{'file':<48} {'K':>4} {'PTX off':>8} {'PTX on':>7} {'SASS off':>8} {'SASS on':>8}")
+    for spec in specs:
+        path, k = spec.rsplit(":", 1)
+        off = measure(path, int(k), "briggs", 0)
+        on = measure(path, int(k), "briggs", 1)
+        target = re.search(r"^\s*\.target\s+(\w+)", on["ptx"], re.M)
+        arch = ptxas.arch_for(target.group(1) if target else None)
+        print(f"{path[-48:]:<48} {k:>4} {off['instructions']:>8} {on['instructions']:>7} "
+              f"{_sass_instructions(off['ptx'], arch):>8} "
+              f"{_sass_instructions(on['ptx'], arch):>8}", flush=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--sass", nargs="+", metavar="FILE:K")
     ap.add_argument("--sources", default="corpus,triton")
     ap.add_argument("--files", type=int, default=60)
     ap.add_argument("--budgets", default="24,32,64,255")
@@ -62,6 +101,8 @@ def main() -> int:
     ap.add_argument("--assemble", action="store_true")
     args = ap.parse_args()
     sys.path.insert(0, str(REPO / "src"))
+    if args.sass:
+        return sass(args.sass)
     from ptxalloc import ptxas
     files = _files(args.sources.split(","), args.files)
     keys = ("instructions", "uses_propagated", "moves_removed", "inserted_removed",

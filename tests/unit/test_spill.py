@@ -445,10 +445,11 @@ GUARDED = (DATA / "hand" / "guarded_def.ptx")
 def _guarded(**knobs):
     """The clean-ups after allocation on their own: live-range splitting and reload
     forwarding through free registers (which leave them less to do here) off, and the seeds'
-    spill choice (briggs's second chances, which spill another value here, off)."""
+    spill choice (briggs's second chances, which spill another value here, off), and the
+    copy propagation after them (PostAllocCleanup, which reads the copies' sources instead)."""
     return allocate(GUARDED.read_text(), registers=3,
                     knobs={**RELOAD_PARAMS, "SpillSplitRegions": 0, "SpillSplitLoops": 0,
-                           "SpillReloadsToRegisters": 0, "SpillEvict": 0,
+                           "SpillReloadsToRegisters": 0, "SpillEvict": 0, "PostAllocCleanup": 0,
                            "SpillUncoalesced": 0, "SpillEvictGroup": 0, **knobs})
 
 

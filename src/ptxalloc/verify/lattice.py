@@ -53,7 +53,9 @@ copy ``s → d`` of ``v`` (``//@move``,  check ``v ∈ σ(s)`` where ``v`` is li
                                        ``write(σ, l, {v})``
 ``//@removed`` copy ``mov d, s`` in    check ``s ∈ σ(l)``; ``kill(σ, {d})``, then
 one location ``l``                     ``σ(l) ∪= {d}``
-``//@removed`` pure definition of v    ``kill(σ, {v})``
+``//@removed`` pure definition of v    ``kill(σ, {v})`` (any unguarded pure instruction of
+(or a copy between two registers)      one result: v is then held nowhere, so a later read
+                                       of v is refuted; sound whatever it reads)
 ``call`` under ``abi=1``               ``write(σ, r, ∅)`` for every caller-saved ``r``:
                                        R0-R23, R32 and up, below K
 ``ret`` of a ``.func`` under           check ``Rn@entry ∈ σ(Rn)`` for every callee-saved

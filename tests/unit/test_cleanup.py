@@ -1,0 +1,130 @@
+"""Copy propagation and dead-code elimination after allocation (issue 13; seed 002
+"Post-Allocation Passes"; ``alloc/cleanup.py``, knob ``PostAllocCleanup``): the pass on
+hand-written code with inserted copies marked as the allocator marks them, and whole
+allocations of hand-written PTX proven by the checker and assembled by ptxas."""
+
+from __future__ import annotations
+
+from conftest import DATA, assert_verified
+from ptxalloc import ptxas
+from ptxalloc.alloc.cleanup import clean_up
+from ptxalloc.ir.cfg import CFG
+from ptxalloc.ir.edits import Edit, EditKind
+from ptxalloc.ir.instruction import Instruction, Removed
+from ptxalloc.pipeline import allocate
+from ptxalloc.ptx import parse
+from ptxalloc.verify import parse_allocated, verify_modules
+
+HDR = ".version 8.0\n.target sm_80\n.address_size 64\n"
+
+
+def _kernel(body: str) -> str:
+    return (f"{HDR}.visible .entry k(.param .u64 k_p)\n{{\n\t.reg .pred %p<4>;\n"
+            f"\t.reg .b32 %r<9>;\n\t.reg .b64 %rd<3>;\n\tld.param.u64 %rd1, [k_p];\n"
+            f"\tld.global.u32 %r1, [%rd1];\n{body}\n\tret;\n}}\n")
+
+
+def _clean(body: str, moves: int = 1):
+    """The pass on ``body`` with every register in a register of its own and the first
+    ``moves`` ``mov`` instructions marked as inserted copies; returns the body after (as text
+    lines, removed ones as ``//@removed``) and the figures."""
+    fn = parse(_kernel(body), "k.ptx").functions[0]
+    regs = fn.regs
+    for s in fn.body:
+        if type(s) is Instruction and s.is_copy and moves:
+            s.origin = Edit(EditKind.MOVE, s.uses[0])
+            moves -= 1
+    mask_of = {v: (1 if c.name == "PRED" else 3) << (4 * v) for v, c in enumerate(regs.classes)}
+    _, done = clean_up(fn, CFG(fn), mask_of, lambda v: (regs.classes[v], regs.vec[v]), set())
+    lines = []
+    for s in fn.body:
+        if type(s) is Instruction:
+            lines.append(s.render(regs.names.__getitem__))
+        elif type(s) is Removed:
+            lines.append("//@removed " + s.instr.render(regs.names.__getitem__))
+    return lines, done
+
+
+def test_a_copy_propagated_and_removed():
+    lines, done = _clean("\tmov.b32 %r2, %r1;\n\tadd.s32 %r3, %r2, 1;\n"
+                         "\tst.global.u32 [%rd1], %r3;")
+    assert "add.s32\t%r3, %r1, 1;" in lines
+    assert not any(line.startswith("mov.b32") for line in lines), lines
+    assert (done.uses_propagated, done.moves_removed) == (1, 1)
+
+
+def test_a_copy_whose_source_is_redefined_is_not_propagated():
+    lines, done = _clean("\tmov.b32 %r2, %r1;\n\tadd.s32 %r1, %r1, 1;\n"
+                         "\tst.global.u32 [%rd1], %r2;\n\tst.global.u32 [%rd1+4], %r1;")
+    assert "mov.b32\t%r2, %r1;" in lines and "st.global.u32\t[%rd1], %r2;" in lines
+    assert not done
+
+
+def test_a_copy_is_not_propagated_past_a_call():
+    _, done = _clean("\tmov.b32 %r2, %r1;\n\tcall.uni f, ();\n\tst.global.u32 [%rd1], %r2;")
+    assert not done
+
+
+def test_dead_definitions():
+    """A dead pure definition goes (``//@removed``); a dead volatile load, a dead plain load
+    and a dead guarded definition stay; a dead inserted copy goes."""
+    lines, done = _clean("\tadd.s32 %r2, %r1, 7;\n\tld.volatile.global.u32 %r3, [%rd1];\n"
+                         "\tld.global.u32 %r4, [%rd1+4];\n\tsetp.gt.s32 %p1, %r1, 0;\n"
+                         "\t@%p1 add.s32 %r5, %r1, 3;\n\tmov.b32 %r6, %r1;\n"
+                         "\tst.global.u32 [%rd1], %r1;")
+    assert "//@removed add.s32\t%r2, %r1, 7;" in lines
+    assert "ld.volatile.global.u32\t%r3, [%rd1];" in lines
+    assert "ld.global.u32\t%r4, [%rd1+4];" in lines
+    assert "@%p1 add.s32\t%r5, %r1, 3;" in lines
+    # the setp is read by the guarded add only, which stays: so does the setp
+    assert "setp.gt.s32\t%p1, %r1, 0;" in lines
+    assert not any(line.startswith("mov.b32") for line in lines), lines
+    assert (done.original_removed, done.moves_removed) == (1, 1)
+
+
+DEAD_PTX = _kernel("\tadd.s32 %r2, %r1, 7;\n\tmul.lo.s32 %r7, %r2, %r2;\n"
+                   "\tld.volatile.global.u32 %r3, [%rd1];\n\tsetp.gt.s32 %p1, %r1, 0;\n"
+                   "\t@%p1 add.s32 %r5, %r1, 3;\n\tst.global.u32 [%rd1], %r1;")
+
+
+def _proven_from_the_original(text: str, res) -> None:
+    """What ``ptxalloc verify ORIGINAL ALLOCATED`` does, then ptxas."""
+    assert_verified(res)
+    verify_modules(parse(text, "orig.ptx"), parse_allocated(res.ptx, "alloc.ptx"))
+    if ptxas.available():
+        got = ptxas.assemble(res.ptx, "sm_80")
+        assert got.ok, got.output
+
+
+def test_an_allocation_with_dead_code_removed_is_proven():
+    """A chain of two dead pure definitions both go (the iteration), the rest stays."""
+    res = allocate(DEAD_PTX, registers=24)
+    (fr,) = res.functions
+    assert "//@removed add.s32" in fr.text and "//@removed mul.lo.s32" in fr.text
+    assert "\tld.volatile.global.u32" in fr.text and "\n\t@%P" in fr.text
+    assert fr.extra["cleanup"]["original_removed"] == 2
+    _proven_from_the_original(DEAD_PTX, res)
+    (off,) = allocate(DEAD_PTX, registers=24, knobs={"PostAllocCleanup": 0}).functions
+    assert "//@removed" not in off.text and "cleanup" not in off.extra
+
+
+def test_inserted_copies_propagated_and_removed_in_an_allocation():
+    """give_way at K = 3 moves values between registers; with the pass fewer copies are
+    emitted, spill bytes and registers are unchanged, and the allocation is proven from the
+    original and assembled."""
+    text = (DATA / "hand" / "give_way.ptx").read_text()
+    on = allocate(text, registers=3)
+    off = allocate(text, registers=3, knobs={"PostAllocCleanup": 0})
+    (a,), (b,) = on.functions, off.functions
+    assert a.extra["cleanup"]["moves_removed"] >= 1
+    assert a.text.count("//@move") == b.text.count("//@move") - a.extra["cleanup"]["moves_removed"]
+    assert (a.registers, a.spill_stores_bytes, a.spill_loads_bytes) == \
+        (b.registers, b.spill_stores_bytes, b.spill_loads_bytes)
+    _proven_from_the_original(text, on)
+
+
+def test_a_function_with_wgmma_is_left_alone():
+    text = (DATA / "triton" / "attn_fwd_tma_64x64_d64.ptx").read_text()
+    fn = parse(text, "attn.ptx").functions[0]
+    from ptxalloc.alloc.cleanup import untouchable
+    assert "asynchronous" in untouchable(fn)
