@@ -53,6 +53,17 @@ def test_a_copy_propagated_and_removed():
     assert (done.uses_propagated, done.moves_removed) == (1, 1)
 
 
+def test_a_copy_back_goes_too():
+    """``mov D, S; mov S, D``: the copy back reads S itself, copies within one register and
+    goes; the first copy is then dead."""
+    lines, done = _clean("\tmov.b32 %r2, %r1;\n\tmov.b32 %r1, %r2;\n"
+                         "\tst.global.u32 [%rd1], %r1;\n\tst.global.u32 [%rd1+4], %r2;",
+                         moves=2)
+    assert not any(line.startswith("mov.b32") for line in lines), lines
+    assert "st.global.u32\t[%rd1+4], %r1;" in lines
+    assert done.moves_removed == 2
+
+
 def test_a_copy_whose_source_is_redefined_is_not_propagated():
     lines, done = _clean("\tmov.b32 %r2, %r1;\n\tadd.s32 %r1, %r1, 1;\n"
                          "\tst.global.u32 [%rd1], %r2;\n\tst.global.u32 [%rd1+4], %r1;")

@@ -6,11 +6,13 @@ It runs on the final allocated function, every register placed, before the PTX i
 
 * **Copy propagation**, within a basic block: after an unguarded inserted copy ``mov D, S``
   (``//@move``), a later read of D — through any register of D's placement and shape — reads S
-  instead while neither D nor S has been written since (no call between: a call may clobber
-  registers its instruction does not name). A use inside a vector or register tuple, a call's argument list or
-  a ``.param`` access (the convention may bind its register) is left alone. Original copies between two registers are not propagated: the checker knows
-  that an inserted copy's two ends hold the same values, but not an original copy's
-  (docs/decisions.md, "Copy propagation and dead code after allocation").
+  instead while neither D nor S has been written since and no call came between (a call may
+  clobber registers it does not name); a copy back, ``mov S, D``, then copies within one
+  register and goes. A read inside a vector or register tuple, a call's argument list or a
+  ``.param`` access (the convention may bind its register) is left alone. Original copies
+  between two registers are not propagated: the checker knows that an inserted copy's two
+  ends hold the same values, but not an original copy's (docs/decisions.md, "Copy
+  propagation and dead code after allocation").
 * **Dead-code elimination**: backward liveness over the register units of the final code
   (a call and the end of a ``.func`` read every register; the end of a kernel none), iterated
   until nothing more dies. A dead unguarded definition of one register is removed: an inserted
@@ -105,7 +107,7 @@ def clean_up(fn: Function, cfg: CFG, mask_of: dict[int, int], shape_of,
     for block in cfg.blocks:
         _propagate(block.instrs, mask_of, shape_of, replaced, done)
     if replaced:
-        fn.body = [replaced.get(id(s), s) for s in fn.body]
+        fn.body = [t for t in (replaced.get(id(s), s) for s in fn.body) if t is not None]
         cfg = CFG(fn)
     everything = 0
     for m in mask_of.values():
@@ -144,8 +146,12 @@ def _propagate(instrs: list[Instruction], mask_of: dict[int, int], shape_of,
                 got = _rewrite_uses(ins, copies, mask_of, shape_of)
                 if got is not None:
                     new, count = got
-                    replaced[id(ins)] = new
                     done.uses_propagated += count
+                    if _copy_in_place(new, mask_of):    # a copy back: it changes nothing
+                        replaced[id(ins)] = None
+                        done.moves_removed += 1
+                        continue
+                    replaced[id(ins)] = new
                     ins = new
         written = 0
         for d in ins.defs:
@@ -158,6 +164,12 @@ def _propagate(instrs: list[Instruction], mask_of: dict[int, int], shape_of,
             d, s = ins.defs[0], ins.uses[0]
             if mask_of[d] != mask_of[s] and shape_of(d) == shape_of(s):
                 copies.append((mask_of[d], mask_of[s], s, shape_of(d)))
+
+
+def _copy_in_place(ins: Instruction, mask_of: dict[int, int]) -> bool:
+    """Whether ``ins`` is an inserted copy within one register."""
+    return (ins.origin is not None and ins.origin.kind is EditKind.MOVE and ins.is_copy
+            and ins.guard < 0 and mask_of.get(ins.defs[0]) == mask_of.get(ins.uses[0]))
 
 
 def _rewrite_uses(ins: Instruction, copies, mask_of, shape_of):
