@@ -24,18 +24,23 @@ def _kernel(body: str) -> str:
             f"\tld.global.u32 %r1, [%rd1];\n{body}\n\tret;\n}}\n")
 
 
-def _clean(body: str, moves: int = 1):
+def _clean(body: str, moves: int = 1, in_place: bool = False):
     """The pass on ``body`` with every register in a register of its own and the first
-    ``moves`` ``mov`` instructions marked as inserted copies; returns the body after (as text
-    lines, removed ones as ``//@removed``) and the figures."""
+    ``moves`` ``mov`` instructions marked as inserted copies (``in_place``: the other copies
+    taken for original copies within one register, to be written ``//@removed``); returns the
+    body after (as text lines, removed ones as ``//@removed``) and the figures."""
     fn = parse(_kernel(body), "k.ptx").functions[0]
     regs = fn.regs
+    kept = set()
     for s in fn.body:
-        if type(s) is Instruction and s.is_copy and moves:
-            s.origin = Edit(EditKind.MOVE, s.uses[0])
-            moves -= 1
+        if type(s) is Instruction and s.is_copy:
+            if moves:
+                s.origin = Edit(EditKind.MOVE, s.uses[0])
+                moves -= 1
+            elif in_place:
+                kept.add(id(s))
     mask_of = {v: (1 if c.name == "PRED" else 3) << (4 * v) for v, c in enumerate(regs.classes)}
-    _, done = clean_up(fn, CFG(fn), mask_of, lambda v: (regs.classes[v], regs.vec[v]), set())
+    _, done = clean_up(fn, CFG(fn), mask_of, lambda v: (regs.classes[v], regs.vec[v]), kept)
     lines = []
     for s in fn.body:
         if type(s) is Instruction:
@@ -62,6 +67,16 @@ def test_a_copy_back_goes_too():
     assert not any(line.startswith("mov.b32") for line in lines), lines
     assert "st.global.u32\t[%rd1+4], %r1;" in lines
     assert done.moves_removed == 2
+
+
+def test_an_original_copy_written_removed_is_not_rewritten():
+    """An original copy within one register is written ``//@removed`` after the pass: it keeps
+    reading the inserted copy's destination (rewritten, it would become a real copy), so the
+    inserted copy stays."""
+    lines, done = _clean("\tmov.b32 %r2, %r1;\n\tmov.b32 %r3, %r2;\n"
+                         "\tst.global.u32 [%rd1], %r3;", in_place=True)
+    assert lines[2:4] == ["mov.b32\t%r2, %r1;", "mov.b32\t%r3, %r2;"], lines
+    assert not done
 
 
 def test_a_copy_whose_source_is_redefined_is_not_propagated():

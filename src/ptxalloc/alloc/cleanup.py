@@ -105,7 +105,7 @@ def clean_up(fn: Function, cfg: CFG, mask_of: dict[int, int], shape_of,
         return cfg, done
     replaced: dict[int, object] = {}
     for block in cfg.blocks:
-        _propagate(block.instrs, mask_of, shape_of, replaced, done)
+        _propagate(block.instrs, mask_of, shape_of, kept_copies, replaced, done)
     if replaced:
         fn.body = [t for t in (replaced.get(id(s), s) for s in fn.body) if t is not None]
         cfg = CFG(fn)
@@ -135,14 +135,15 @@ def clean_up(fn: Function, cfg: CFG, mask_of: dict[int, int], shape_of,
 
 
 def _propagate(instrs: list[Instruction], mask_of: dict[int, int], shape_of,
-               replaced: dict[int, object], done: Cleanup) -> None:
-    """Copy propagation through one block's inserted copies."""
+               kept_copies: set[int], replaced: dict[int, object], done: Cleanup) -> None:
+    """Copy propagation through one block's inserted copies (not into the original copies
+    within one register, ``kept_copies``: written ``//@removed``, they must stay so)."""
     copies: list[tuple[int, int, int, object]] = []     # (dst mask, src mask, src, shape)
     for ins in instrs:
         if copies:
             if is_call(ins):
                 copies = []
-            elif not ins.opcode.startswith(_BOUND):
+            elif not ins.opcode.startswith(_BOUND) and id(ins) not in kept_copies:
                 got = _rewrite_uses(ins, copies, mask_of, shape_of)
                 if got is not None:
                     new, count = got
