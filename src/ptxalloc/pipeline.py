@@ -302,7 +302,8 @@ def allocate_module(module: Module, registers: int | str | None = None,
             res.notes.append(pre_pass_note(key, report))
         res.extra["spills"] = explain_spills(fn, res, sm, files)
         res.extra["occupancy"] = _occupancy(sm, res, fn, decls)
-        res.text = emit_function(res.function, res.names.__getitem__)
+        res.text = emit_function(res.function, res.names.__getitem__,
+                                 body=_vectorized_body(res, options))
         texts[fn.name] = res.text
         results.append(res)
     if function is not None:
@@ -323,6 +324,23 @@ def allocate_module(module: Module, registers: int | str | None = None,
             res.extra["regalloc_stats"] = regalloc_stats(res)
             del res.extra["graph"]
     return ModuleResult(text, results, sm, module.filename)
+
+
+def _vectorized_body(res: FunctionResult, options: Options) -> list | None:
+    """The allocated body to write with adjacent spill accesses merged into vector accesses
+    (knob ``SpillVectorize``, :mod:`ptxalloc.spill.vectorize`; the result keeps one
+    instruction per value), recording in ``res.extra["spill_vectorize"]`` the instructions
+    saved; None where nothing merges."""
+    from .alloc import knobs as knob_table
+    if res.function is None or not knob_table.resolve(options.knobs)["SpillVectorize"]:
+        return None
+    from .spill.vectorize import merge_spill_accesses
+    body, saved = merge_spill_accesses(res.function.body, res.function.regs,
+                                       res.names.__getitem__)
+    if not saved:
+        return None
+    res.extra["spill_vectorize"] = {"instructions_saved": saved}
+    return body
 
 
 def _allocate_to(fn: Function, original: Function, sm: SMProfile, limit, registers,
