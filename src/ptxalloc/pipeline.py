@@ -302,8 +302,8 @@ def allocate_module(module: Module, registers: int | str | None = None,
             res.notes.append(pre_pass_note(key, report))
         res.extra["spills"] = explain_spills(fn, res, sm, files)
         res.extra["occupancy"] = _occupancy(sm, res, fn, decls)
-        res.text = emit_function(res.function, res.names.__getitem__,
-                                 body=_vectorized_body(res, options))
+        _vectorize(res, options)
+        res.text = emit_function(res.function, res.names.__getitem__)
         texts[fn.name] = res.text
         results.append(res)
     if function is not None:
@@ -326,21 +326,20 @@ def allocate_module(module: Module, registers: int | str | None = None,
     return ModuleResult(text, results, sm, module.filename)
 
 
-def _vectorized_body(res: FunctionResult, options: Options) -> list | None:
-    """The allocated body to write with adjacent spill accesses merged into vector accesses
-    (knob ``SpillVectorize``, :mod:`ptxalloc.spill.vectorize`; the result keeps one
-    instruction per value), recording in ``res.extra["spill_vectorize"]`` the instructions
-    saved; None where nothing merges."""
+def _vectorize(res: FunctionResult, options: Options) -> None:
+    """Adjacent spill accesses of the allocated function merged into vector accesses (knob
+    ``SpillVectorize``, :mod:`ptxalloc.spill.vectorize`), after the figures and the spill
+    explanation are taken (they count per value: spill bytes are bytes), recording in
+    ``res.extra["spill_vectorize"]`` the instructions saved."""
     from .alloc import knobs as knob_table
     if res.function is None or not knob_table.resolve(options.knobs)["SpillVectorize"]:
-        return None
+        return
     from .spill.vectorize import merge_spill_accesses
     body, saved = merge_spill_accesses(res.function.body, res.function.regs,
                                        res.names.__getitem__)
-    if not saved:
-        return None
-    res.extra["spill_vectorize"] = {"instructions_saved": saved}
-    return body
+    if saved:
+        res.function.body = body
+        res.extra["spill_vectorize"] = {"instructions_saved": saved}
 
 
 def _allocate_to(fn: Function, original: Function, sm: SMProfile, limit, registers,
