@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from ..ir import isa
+from ..ir.edits import Merged
 from ..ir.instruction import Instruction
 from ..ir.operands import Mem, Reg, Sym, Vec
 from ..ir.registers import RegTable
@@ -54,7 +55,8 @@ def _member(s) -> tuple | None:
 
 
 def _annotation(members: list[Instruction]) -> str:
-    """``//@spill %a#1 %b#2``: the members' kind once, then each member's value or register."""
+    """``//@spill %a#1 %b#2``: the members' kind once, then each member's value or register,
+    from their annotations (as :meth:`Merged.annotation` writes it from their edits)."""
     words = [m.comment.split(None, 1) for m in members]
     return words[0][0] + " " + " ".join(w[1] for w in words)
 
@@ -70,7 +72,7 @@ def _merged(members: list[Instruction], off: int, regs: RegTable) -> Instruction
     vec = Vec([Reg(m.ops[1].v if store else m.ops[0].v) for m in members])
     ins = Instruction(opcode, [address, vec] if store else [vec, address], line=first.line,
                       loc=first.loc, comment=_annotation(members))
-    ins.origin = first.origin
+    ins.origin = Merged(tuple(m.origin for m in members))
     isa.classify(ins, regs)
     return ins
 
