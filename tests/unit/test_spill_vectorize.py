@@ -4,8 +4,9 @@ spill/slots.py places the slots, spill/vectorize.py merges, the checker proves e
 On hand-written PTX: stores after an ``ld.global.v4`` merged into one ``st.local.v4.b32``,
 reloads before an ``add`` into ``ld.local.v2.b32``, the saves around a call and the
 callee-saved prologue and epilogue merged; the rules of the merge on runs built by hand
-(unaligned slots, an instruction between, one register reloaded twice); the frame and the
-spill bytes the same with and without; and a merged line tampered with refuted.
+(unaligned slots, an instruction between, one register reloaded twice); shared-memory
+spills merged alike; the frame and the spill bytes the same with and without; and a merged
+line tampered with refuted.
 """
 
 from __future__ import annotations
@@ -80,6 +81,23 @@ def test_saves_around_calls_and_callee_saves_merge():
                      r"\s*//@crestore R24 R25$", text, re.M)
     assert_verified(res)
     _assembles(res)
+
+
+def test_shared_spills_merge_from_the_frame_base():
+    """``--spill-to shared``: slots are ``[base+off]`` in this thread's frame, which starts
+    16-byte aligned (the frame is a multiple of 16, the area ``.align 16``), so the same
+    pieces merge as ``st.shared.v4.b32``/``ld.shared.v2.b32`` from the base register; a merged
+    access from another register than the base is refuted."""
+    text = HAND.read_text()
+    res = allocate(text, registers=8, knobs=WRITTEN, spill_to="shared", block_size=128)
+    m = re.search(r"st\.shared\.v4\.b32\t\[(%R\d+)\+\d+\], \{[^}]*\};\t//@spill( \S+){4}$",
+                  res.ptx, re.M)
+    assert m and re.search(r"ld\.shared\.v2\.b32\t.*//@reload \S+ \S+$", res.ptx, re.M)
+    assert_verified(res)
+    _assembles(res)
+    other = "%R7" if m.group(1) != "%R7" else "%R6"
+    bad = res.ptx[:m.start()] + m.group(0).replace(m.group(1), other, 1) + res.ptx[m.end():]
+    assert "the shared spill address" in _refuted(text, bad)
 
 
 @pytest.mark.parametrize("name,k,knobs", [("hand/spill_vectorize.ptx", 6, WRITTEN),
