@@ -25,7 +25,8 @@ The register copies that splitting at block ends leaves in the code (``alloc/blo
 instructions the input does not have) are counted per row (``split_copies``) and printed
 under the table. ``spill ins`` counts the spill stores and reloads (saves, restores and callee
 saves too) as PTX instructions, a merged ``.v2``/``.v4`` access once (knob ``SpillVectorize``,
-spill/vectorize.py, applied as the pipeline applies it).
+spill/vectorize.py, applied as the pipeline applies it); the spill frames' bytes are printed
+under the table.
 
     PYTHONPATH=src python3 bench/quality.py [--sources corpus,triton] [--files N]
         [--budgets 24,32,64,128,255] [--allocators briggs,...] [--jobs N]
@@ -107,6 +108,7 @@ def measure(source: str, path: str, arch: str | None, budgets: list[int], alloca
                 kept[alloc].append((r, kept_marks))
                 rows[fn.name][alloc] = {"registers": r.registers,
                                         "spill": r.spill_stores_bytes + r.spill_loads_bytes,
+                                        "frame": r.stack_frame_bytes,
                                         "max_live": r.max_live_legalized,
                                         # MaxLive, or what predicates beyond P0-P6 or the
                                         # calling convention add to it (the report's
@@ -171,7 +173,7 @@ def summarize(results: list[dict], budgets: list[int], allocators: list[str]) ->
                 t = {"source": source, "K": k, "allocator": alloc, "functions": 0,
                      "refused": 0, "spill": 0, "ptxas_spill": 0, "le_ptxas": 0,
                      "eq_maxlive": 0, "eq_floor": 0, "registers": 0, "ptxas_registers": 0, "remat": 0,
-                     "split_copies": 0, "spill_instructions": 0}
+                     "split_copies": 0, "spill_instructions": 0, "frame": 0}
                 for res in results:
                     if res["source"] != source:
                         continue
@@ -191,6 +193,7 @@ def summarize(results: list[dict], budgets: list[int], allocators: list[str]) ->
                         t["remat"] += mine["remat"]
                         t["split_copies"] += mine.get("split_copies", 0)
                         t["spill_instructions"] += mine.get("spill_instructions", 0)
+                        t["frame"] += mine.get("frame", 0)
                         t["le_ptxas"] += mine["registers"] <= px["registers"]
                         t["eq_maxlive"] += mine["registers"] <= mine["max_live"]
                         t["eq_floor"] += mine["registers"] <= mine.get("floor",
@@ -215,6 +218,8 @@ def print_table(rows: list[dict]) -> None:
               f"{t['refused']:>7} {t['spill']:>9} {t['ptxas_spill']:>9} "
               f"{t['spill_instructions']:>9} {t['remat']:>6} "
               f"{t['registers']:>7} {t['ptxas_registers']:>10} {share}")
+    print("spill frame bytes: " + ", ".join(
+        f"{t['source']} K={t['K']} {t['allocator']} {t['frame']}" for t in rows if t["K"] < 255))
     for t in rows:
         if t.get("split_copies"):
             print(f"{t['source']} K={t['K']} {t['allocator']}: {t['split_copies']} register "
