@@ -124,6 +124,7 @@ class Merged:
 
     @property
     def kind(self) -> EditKind:
+        """The members' kind."""
         return self.edits[0].kind
 
     @property
@@ -133,10 +134,12 @@ class Merged:
 
     @property
     def stores(self) -> bool:
+        """Whether the access stores to spill slots."""
         return self.edits[0].stores
 
     @property
     def loads(self) -> bool:
+        """Whether the access reloads from spill slots."""
         return self.edits[0].loads
 
     def annotation(self, names: list[str]) -> str:
