@@ -1,4 +1,4 @@
-"""Property test of the spill-access merge (issue 13, knob ``SpillVectorize``;
+"""Property tests of the spill-access merge (issue 13, knob ``SpillVectorize``;
 spill/vectorize.py): on random sequences of inserted 32- and 64-bit spill stores, reloads and
 saves at random slots, from and into random registers (two values sometimes in one register),
 with copies between them, the merged sequence leaves the registers and the spill array exactly
