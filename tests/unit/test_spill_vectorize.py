@@ -20,7 +20,7 @@ from ptxalloc import ptxas
 from ptxalloc.errors import VerificationError
 from ptxalloc.ir import build
 from ptxalloc.ir.edits import Edit, EditKind, callee_slot, save_slot, value_slot
-from ptxalloc.ir.operands import Mem, Sym
+from ptxalloc.ir.operands import Mem, Reg, Sym
 from ptxalloc.ir.registers import RegClass
 from ptxalloc.pipeline import allocate
 from ptxalloc.ptx import parse
@@ -195,6 +195,25 @@ def test_64_bit_pairs_kinds_and_stores_and_reloads_apart():
     lines, saved = _merge(fn, [_access(fn, r[0], 0), _access(fn, d[0], 8), _access(fn, r[1], 4)])
     assert saved == 1 and lines[0].startswith("st.local.v2.b32\t[__ptxalloc_spill+0]")
     assert lines[1].startswith(f"st.local.b64\t[__ptxalloc_spill+8], %R{d[0]}")
+
+
+def test_a_shared_reload_into_the_frame_base_is_kept_as_written():
+    """Reloads ``[base+4]`` into R7, then ``[base+0]`` into the base itself (its last use):
+    merged, the base would be written by the access that reads it."""
+    fn, r, _ = _function()
+    base = r[5]
+
+    def shared_reload(v, off):
+        ld = build.spill_reload(fn.regs, v, "", base=base)
+        ld.ops[1] = Mem(Reg(base), f"+{off}")
+        ld.origin = Edit(EditKind.RELOAD, v, value_slot(v))
+        ld.comment = f"//@reload {fn.regs.names[v]}#{v}"
+        return ld
+
+    assert _merge(fn, [shared_reload(r[1], 4), shared_reload(base, 0)])[1] == 0
+    lines, saved = _merge(fn, [shared_reload(r[1], 4), shared_reload(r[2], 0)])
+    assert saved == 1 and lines[0].startswith(
+        f"ld.shared.v2.b32\t{{%R{r[2]}, %R{r[1]}}}, [%R{base}+0];")
 
 
 def test_one_slot_stored_twice_in_a_run_is_kept_as_written():

@@ -91,12 +91,16 @@ def _pieces(run: list[tuple], names) -> dict[int, tuple[int, list[int]]]:
     stores or all reloads): ``{index of the piece's first member: (offset, member indices in
     slot order)}``, per key the largest aligned pieces first. A merge moves members up to
     the first one's place, so the run must touch every byte once and, for reloads, every
-    register once (else it is kept as written)."""
+    register once and no shared frame's base register (else it is kept as written)."""
     spans = sorted((m[1][2], m[2], m[2] + m[4] // 8) for m in run)
     if any(a[0] == b[0] and b[1] < a[2] for a, b in zip(spans, spans[1:])):
         return {}
     if not run[0][1][1].startswith("st."):
+        # a shared slot's base register is read by every member: no reload may write it
         seen: set = set()
+        for m in run:
+            if type(m[1][2]) is tuple:
+                seen |= _units(names(m[1][2][1]))
         for m in run:
             units = _units(names(m[3]))
             if seen & units:
