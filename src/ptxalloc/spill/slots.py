@@ -95,20 +95,19 @@ def vector_groups(cfg: CFG, key_index: dict[Slot, int], sizes: list[int]) -> lis
     runs = []
     for b in cfg.blocks:
         run: list[int] = []
-        kind = None
+        run_key = None                  # (kind, opcode) of the run's accesses
         for ins in b.instrs + [None]:
             o = ins.origin if ins is not None else None
-            k = None
+            key = None
             if (o is not None and o.slot is not None and ins.guard < 0
                     and ins.opcode[-4:] in (".b32", ".b64") and ".v" not in ins.opcode):
-                k = o.kind
-            if k is None or k != kind or ins.opcode != run_opcode:
+                key = (o.kind, ins.opcode)
+            if key is None or key != run_key:
                 if len(set(run)) > 1:
                     runs.append((-b.freq * len(run), len(runs), list(dict.fromkeys(run))))
                 run = []
-            kind = k
-            if k is not None:
-                run_opcode = ins.opcode
+            run_key = key
+            if key is not None:
                 run.append(key_index[o.slot])
     runs.sort()
     grouped: set[int] = set()
