@@ -5,6 +5,9 @@ Every spilled register gets a slot in one function-local ``.local`` array, align
 same time take the same bytes (spill-slot coloring, as LLVM's StackSlotColoring). A slot is live
 from a store to the reloads it reaches, computed by the same backward dataflow as register
 liveness, over the final function. A frame over 64 KB is an error (seed 002 edge case 5).
+With ``SpillVectorize`` the slots stored or reloaded together are placed side by side, aligned
+for one vector access, where that grows the frame not at all (seed 002 "Coalesce Adjacent
+Loads/Stores"; the merge itself is :mod:`.vectorize`).
 """
 
 from __future__ import annotations
