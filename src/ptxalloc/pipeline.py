@@ -302,6 +302,7 @@ def allocate_module(module: Module, registers: int | str | None = None,
             res.notes.append(pre_pass_note(key, report))
         res.extra["spills"] = explain_spills(fn, res, sm, files)
         res.extra["occupancy"] = _occupancy(sm, res, fn, decls)
+        vectorize_spill_code(res, options)
         res.text = emit_function(res.function, res.names.__getitem__)
         texts[fn.name] = res.text
         results.append(res)
@@ -323,6 +324,23 @@ def allocate_module(module: Module, registers: int | str | None = None,
             res.extra["regalloc_stats"] = regalloc_stats(res)
             del res.extra["graph"]
     return ModuleResult(text, results, sm, module.filename)
+
+
+def vectorize_spill_code(res: FunctionResult, options: Options) -> None:
+    """Adjacent spill accesses of the allocated function merged into vector accesses (knob
+    ``SpillVectorize``, :mod:`ptxalloc.spill.vectorize`), after the figures and the spill
+    explanation are taken (they count per value: spill bytes are bytes), recording in
+    ``res.extra["spill_vectorize"]`` the instructions saved (``bench/quality.py`` calls it as
+    this pipeline does)."""
+    from .alloc import knobs as knob_table
+    if res.function is None or not knob_table.resolve(options.knobs)["SpillVectorize"]:
+        return
+    from .spill.vectorize import merge_spill_accesses
+    body, saved = merge_spill_accesses(res.function.body, res.function.regs,
+                                       res.names.__getitem__)
+    if saved:
+        res.function.body = body
+        res.extra["spill_vectorize"] = {"instructions_saved": saved}
 
 
 def _allocate_to(fn: Function, original: Function, sm: SMProfile, limit, registers,

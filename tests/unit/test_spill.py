@@ -39,7 +39,7 @@ RELOAD_PARAMS = {"RematParamLoads": 0, **AS_WRITTEN}
 #: with the seeds' spill cost (no static term)
 PLAIN_SPILL = {**RELOAD_PARAMS, "SpillReloadFromRegister": 0, "SpillDeadStores": 0,
                "SpillSplitRegions": 0, "SpillSplitLoops": 0, "SpillSlotsToRegisters": 0,
-               "SpillReloadsToRegisters": 0, "SpillStaticWeight": 0}
+               "SpillReloadsToRegisters": 0, "SpillStaticWeight": 0, "SpillVectorize": 0}
 
 #: six parameters and a constant; ten values live at once (MaxLive 10)
 SPILL = HDR + """.visible .entry spill6(.param .u32 p0, .param .u32 p1, .param .u32 p2,

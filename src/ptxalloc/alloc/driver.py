@@ -786,7 +786,8 @@ def _finish(a: Allocation) -> None:
     cfg = _insert_saves(a, start, shapes)
     cfg = _drop_redundant_spill_code(a, cfg, start, shapes)
     cfg = _promote_spill_slots(a, cfg, start, shapes)
-    frame = a.session.slots(cfg, assign_slots(cfg, a.state.slot_size, a.state.array))
+    vectorize = bool(knob_table.resolve(a.options.knobs)["SpillVectorize"])
+    frame = a.session.slots(cfg, assign_slots(cfg, a.state.slot_size, a.state.array, vectorize))
     if a.state.shared and frame:
         from ..spill import shared
         shared.check_size(a.original, frame, a.shared_block[0], a.own_shared)

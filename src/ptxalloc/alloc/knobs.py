@@ -21,6 +21,7 @@ SpillSplitRegions                             -         1  one reload serves a b
 SpillSplitLoops                               -         1  one reload before a loop serves its uses
 SpillSlotsToRegisters                         -         2  a slot with a register free: copies
 SpillReloadsToRegisters                       -         1  a reload a free register serves: copies
+SpillVectorize                                -         1  adjacent spill accesses as .v2/.v4
 SpillStaticWeight                             -        10  cost per word of spill code, static
 SerializeWgmma                                -         1  wgmma groups serialized, spilled around
 SplitToMaxLive                                -         1  above MaxLive: split at block ends (2: any copies)
@@ -147,6 +148,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "1: after allocation, a reload that a register free since the slot's previous "
          "access in the block can serve becomes copies through that register "
          "(spill/promote.py)", maximum=1, scope="all"),
+    Knob("SpillVectorize", None, 1, True, 0,
+         "1: values stored or reloaded together get adjacent aligned spill slots, and runs "
+         "of 2 or 4 adjacent spill stores or reloads are written as one .v2/.v4 access "
+         "(spill/slots.py, spill/vectorize.py)", maximum=1, scope="all"),
     Knob("SpillStaticWeight", None, 10, False, 0,
          "cost added per 32-bit word of spill code a value's definitions and uses would "
          "store or reload (0: the seeds' frequency-weighted cost alone)", scope="all"),
