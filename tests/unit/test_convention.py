@@ -6,14 +6,13 @@ functions, R31 reserved, and the ``-v`` lines. Placements are checked in the out
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 
 import pytest
 
-from conftest import DATA, REPO, assert_verified
+from conftest import DATA, assert_verified
 from ptxalloc import ptxas
 from ptxalloc.pipeline import allocate
 from ptxalloc.target.abi import Convention, assign_arguments, return_register
@@ -354,10 +353,8 @@ def test_abi_allocations_assemble_and_verify(path, k):
 # -- the -v lines -------------------------------------------------------------------------
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    """The command run as a user runs it, from this checkout's sources (installed or not)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
     return subprocess.run([sys.executable, "-m", "ptxalloc.cli", *args], capture_output=True,
-                          text=True, timeout=120, env=env)
+                          text=True, timeout=120)
 
 
 @pytest.mark.parametrize("k,clip", [
