@@ -118,8 +118,9 @@ class Dataflow:
                 if ev.in_flight is not None:
                     fl = ev.in_flight
                     line = self.msgs.sites[idx][1]
-                    st.pending = st.pending | frozenset(Pending(loc, v, fl.wait, line)
-                                                        for loc, v in fl.accessed)
+                    st.pending = st.pending | frozenset(
+                        Pending(loc, v, fl.wait, line, (loc, v) in fl.accumulators)
+                        for loc, v in fl.accessed)
             elif kind is Copy:
                 idx, src, dst, v, what, address = ev
                 for loc, av, k in address:
@@ -171,7 +172,7 @@ class Dataflow:
         same_family = None
         if in_flight is not None:
             same_family = in_flight.family
-        for ploc, pv, wait, line in st.pending:
+        for ploc, pv, wait, line, accumulator in st.pending:
             ov = overlaps[ploc]
             if inserted and src is not None and src in ov:
                 raise fail_at(idx, f"reads {display[src]} while the asynchronous "
@@ -180,8 +181,13 @@ class Dataflow:
             for d in defs:
                 loc, v = d[0], d[1]
                 if loc in ov:
-                    if not inserted and (v == pv or (same_family is not None
-                                                     and opcode.startswith(same_family))):
+                    # the next wgmma of a chain: it reads the pending accumulator value
+                    # where it writes its own (not a write-only accumulator over one in
+                    # flight, nor over an A fragment)
+                    if not inserted and (v == pv or (
+                            accumulator and same_family is not None
+                            and opcode.startswith(same_family)
+                            and (loc, pv) in in_flight.accessed)):
                         continue
                     raise fail_at(idx, f"writes {display[loc]} while the "
                                        f"asynchronous instruction of line {line} still "

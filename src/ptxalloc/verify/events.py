@@ -27,20 +27,26 @@ class InFlight(NamedTuple):
     """The registers an asynchronous instruction keeps using until its wait (ISA table
     ``async_operands``): ``accessed`` its (location, value) pairs, ``wait`` the opcode prefix
     of the wait that retires them, ``family`` the opcode family whose later instructions may
-    keep writing them (``wgmma.mma_async``)."""
+    keep writing the ``accumulators`` among them (the pairs it writes: a ``wgmma``'s ``d``,
+    which the next ``wgmma.mma_async`` of a chain reads and writes again with no wait; PTX ISA
+    9.7.15.5.1 exempts accumulator accesses across ``wgmma.mma_async`` — not its A fragment,
+    which no other instruction may write before the wait)."""
 
     accessed: tuple[Def, ...]
     wait: str
     family: str
+    accumulators: frozenset = frozenset()
 
 
 class Pending(NamedTuple):
-    """One register of an asynchronous instruction not yet waited for, in the state."""
+    """One register of an asynchronous instruction not yet waited for, in the state;
+    ``accumulator``: the instruction writes it (:class:`InFlight`)."""
 
     loc: int
     value: int
     wait: str
     line: int
+    accumulator: bool = False
 
 
 class Original(NamedTuple):

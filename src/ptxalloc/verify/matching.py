@@ -32,7 +32,7 @@ from .blocks import Blocks
 from .convention import callee_saved, caller_saved
 from .events import (Copy, Event, InFlight, Original, Remat, RemovedCopy, RemovedDef, Serialized,
                      Wait)
-from .fences import FENCE_OPCODE, check_fenced_accesses
+from .fences import FENCE_OPCODE, MMA_FAMILY, check_fenced_accesses
 from .header import ANNOTATION, HEADER, HOIST, MERGED, PROMOTE, REMOVED, SBASE, SERIALIZE, Header
 from .locations import CLASS_BITS, CLASS_FAMILY, CLASS_UNIFORM_FAMILY, Locations
 from .messages import Messages, first_diff
@@ -174,7 +174,8 @@ class Matcher:
         array_decl = None
         # the previous label or instruction other than spill code (what a //@serialize follows)
         last = None
-        fences: list[int] = []                  # events a wgmma.fence precedes (:mod:`.fences`)
+        fences: list[int] = []                  # the unguarded wgmma.fence events (:mod:`.fences`)
+        mmas = False                            # whether a wgmma.mma_async is among them
         for s in self.alloc.body:
             t = type(s)
             before = last
@@ -187,8 +188,10 @@ class Matcher:
                         last = s
                 elif m is None or not m.group(1) or m.group(1) == "remat":
                     last = s
-                if s.opcode.startswith(FENCE_OPCODE):
-                    fences.append(idx)
+                if s.opcode.startswith(FENCE_OPCODE) and s.guard < 0:
+                    fences.append(idx)      # a guarded fence is a branch over one: no fence
+                elif s.opcode.startswith(MMA_FAMILY):
+                    mmas = True
             elif t is Label:
                 last = s
             if t is Instruction and merged is not None:
@@ -301,7 +304,8 @@ class Matcher:
             raise VerificationError(f"{self.where_fn()}: a spill array is declared but the "
                                     f"header names none")
         cfg = Blocks(syn_body, self.alloc.branch_targets, self.alloc.name, self.alloc.filename)
-        check_fenced_accesses(events, fences, cfg, self.fail_at, self.locs.display)
+        if mmas:
+            check_fenced_accesses(events, fences, cfg, self.fail_at, self.locs.display)
         # what holds a value at entry besides the implicit values
         entry = [(self.locs.pinned(self.oregs.names[v]), v, False) for v in self.in_params]
         entry += [(self.places.reg_loc(r), e, True) for r, e in self.callee_values.items()]
@@ -410,7 +414,8 @@ class Matcher:
                     # vector member or a plain register (tcgen05.ld.red's redval)
                     accessed = dict.fromkeys((loc, v) for loc, v in defs if v in values)
                     accessed.update(((loc, v), None) for loc, v, _ in uses if v in values)
-                    asyn = InFlight(tuple(accessed), wait, base + "." + opc.split(".")[1])
+                    asyn = InFlight(tuple(accessed), wait, base + "." + opc.split(".")[1],
+                                    frozenset((loc, v) for loc, v in defs if v in values))
                 if opc.startswith("wgmma.wait_group"):
                     if o.ops and type(o.ops[0]) is Imm and o.ops[0].text.strip() == "0":
                         wait_clear = "wgmma.wait_group"
