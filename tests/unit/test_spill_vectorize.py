@@ -303,3 +303,59 @@ def test_a_merged_callee_save_of_the_wrong_register_is_refuted():
     bad = allocated.replace("//@csave R24 R25", "//@csave R25 R24", 1)
     assert bad != allocated
     assert "must move %R25" in _refuted(text, bad)
+
+
+def test_reloads_into_a_pair_and_a_register_it_covers_are_kept_as_written():
+    """``%RD4`` is R4 and R5: reloads of +0 into R8, +8 into RD4, +4 into R5 would merge +0
+    and +4 into ``ld.v2 {%R8, %R5}`` ahead of the RD4 reload, which would then overwrite R5;
+    the run is kept as written (registers compared as 32-bit units)."""
+    fn, r, d = _function()
+    where = {r[0]: "%R8", d[0]: "%RD4", r[1]: "%R5"}
+    body = [_access(fn, r[0], 0, EditKind.RELOAD), _access(fn, d[0], 8, EditKind.RELOAD),
+            _access(fn, r[1], 4, EditKind.RELOAD)]
+    lines, saved = _merge(fn, body, names=where.__getitem__)
+    assert saved == 0 and len(lines) == 3
+    # with R6 in place of R5 nothing overlaps, and the two 32-bit reloads merge
+    where[r[1]] = "%R6"
+    assert _merge(fn, body, names=where.__getitem__)[1] == 1
+
+
+V2_RELOAD = re.compile(r"ld\.local\.v2\.b32\t\{(%R\d+), (%R\d+)\}, \[__ptxalloc_spill\+\d+\];")
+
+
+@pytest.mark.parametrize("tamper,message", [
+    (lambda s: "@%P0 " + s, "may not be guarded"),
+    (lambda s: s.replace("ld.local.v2.b32", "ld.local.v2.b64"), "a 32-bit value, in a .b64 "
+                                                                "access"),
+    (lambda s: re.sub(r"\{(%R\d+), (%R\d+)\}", r"{\1, _}", s), "a vector of 2 plain registers"),
+])
+def test_a_tampered_merged_reload_is_refuted(hand_allocation, tamper, message):
+    """Each check of a merged line fails without it: a guard, members wider than their values,
+    a vector that is not of plain registers."""
+    original, allocated = hand_allocation
+    m = V2_RELOAD.search(allocated)
+    bad = allocated[:m.start()] + tamper(m.group(0)) + allocated[m.end():]
+    if "%P0" in bad and ".reg .pred %P<" not in bad:
+        bad = bad.replace(".reg .b32 %R<", ".reg .pred %P<1>;\n\t.reg .b32 %R<", 1)
+    assert message in _refuted(original, bad)
+
+
+def test_a_merged_callee_save_of_64_bit_registers_is_refuted():
+    """A callee-saved register is saved as ``.b32`` (the scalar form's rule): ``.v2.b64`` of
+    R24 and R25 would move 16 bytes where the checker's members are two words."""
+    text = (DATA / "calls_sm80.ptx").read_text()
+    allocated = allocate(text, registers=32).ptx
+    bad = re.sub(r"st\.local\.v2\.b32(\t[^\n]*//@csave R24 R25)", r"st.local.v2.b64\1",
+                 allocated, count=1)
+    assert bad != allocated
+    assert "a merged csave moves 32-bit registers" in _refuted(text, bad)
+
+
+def test_a_shared_merged_access_off_its_alignment_is_refuted():
+    """A ``.v4`` shared access 4 bytes past a 16-byte piece: misaligned (ptxas accepts it; it
+    would fault)."""
+    text = HAND.read_text()
+    res = allocate(text, registers=8, knobs=WRITTEN, spill_to="shared", block_size=128)
+    m = re.search(r"(st\.shared\.v4\.b32\t\[%R\d+)\+(\d+)\]", res.ptx)
+    bad = res.ptx[:m.start()] + f"{m.group(1)}+{int(m.group(2)) + 4}]" + res.ptx[m.end():]
+    assert "aligned" in _refuted(text, bad)

@@ -694,9 +694,9 @@ class Matcher:
         if a.guard >= 0:
             raise self.fail_at(idx, f"an inserted {kind} may not be guarded")
         if form is None or int(form.group(1)) != n or len(a.ops) != 2:
-            raise self.fail_at(idx, f"a merged {kind} of {n} values must be "
-                                    f"'{prefix}v{n}.b32' or '{prefix}v{n}.b64' with an address "
-                                    f"and a vector of {n} registers")
+            forms = f"'{prefix}v{n}.b32'" + (f" or '{prefix}v{n}.b64'" if n == 2 else "")
+            raise self.fail_at(idx, f"a merged {kind} of {n} values must be {forms} with an "
+                                    f"address and a vector of {n} registers")
         bits = int(form.group(2))
         if n * bits > 128:
             raise self.fail_at(idx, f"a merged {kind} moves at most 16 bytes, not "
@@ -718,6 +718,9 @@ class Matcher:
         for k, (word, reg) in enumerate(zip(words, vec.items)):
             member = Mem(mem.base, f"+{off + k * bits // 8}")
             if kind in ("csave", "crestore"):
+                if bits != 32:          # as the scalar form: a callee-saved register is .b32
+                    raise self.fail_at(idx + k, f"a merged {kind} moves 32-bit registers, "
+                                                f"not a .b{bits} access")
                 out.append(self._callee_copy(kind, int(word[1:]), reg, member, idx + k))
                 continue
             name, _, vid = word.rpartition("#")
