@@ -54,6 +54,7 @@ from ..errors import AllocationError
 from ..ir.build import stored, width_bytes
 from ..ir.cfg import CFG
 from ..ir.module import Function
+from ..ir.registers import RegClass
 from ..passes.asynchrony import bind_async_waits
 from ..passes.convention import bind_convention
 from ..passes.legalize import legalize_tuples
@@ -255,6 +256,16 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
                                 f"the one giving way")
         else:
             result = _keep_fewer_bytes(result, other, limit)
+    elif _predicates_to_slots(a):
+        slotted = replace(options, knobs={**options.knobs, "PredicateSlots": 2})
+        try:
+            other = _allocate_once(fn, sm, budget, slotted, allocator, module_decls,
+                                   written).result
+        except AllocationError as e:
+            result.notes.append(f"predicates in slots: the allocation failed ({e}); kept the "
+                                f"one holding them in registers")
+        else:
+            result = _keep_fewer_registers(result, other)
     if limit is not None and result.spilled_values > limit:
         raise _over_spill_limit(fn.name, result.spilled_values, budget, limit)
     return result
@@ -305,6 +316,32 @@ def _second_choice(a: Allocation) -> bool:
     return (knob_table.resolve(a.options.knobs)["SpillEvictGroup"] >= 2
             and a.result.spill_stores_bytes + a.result.spill_loads_bytes > 0
             and len(a.original.instructions()) <= GIVE_WAY_SECOND_MAX_INSTRUCTIONS)
+
+
+def _predicates_to_slots(a: Allocation) -> bool:
+    """Whether the function is allocated again with its spilled predicates in slots (knob
+    ``PredicateSlots`` at 1): it holds predicates in general registers, stores nothing to
+    memory and uses more registers than MaxLive of its code as allocated."""
+    r = a.result
+    return (knob_table.resolve(a.options.knobs)["PredicateSlots"] == 1
+            and bool(a.state.pred_home)
+            and r.spill_stores_bytes + r.spill_loads_bytes == 0
+            and r.registers > r.max_live_legalized)
+
+
+def _keep_fewer_registers(held: FunctionResult, slotted: FunctionResult) -> FunctionResult:
+    """Of the allocations holding spilled predicates in registers and in slots, the one with
+    fewer registers (the first where equal); its report's ``predicate_slots`` and a note say
+    which and both figures."""
+    kept = slotted if slotted.registers < held.registers else held
+    kept.extra["predicate_slots"] = {
+        "kept": "slots" if kept is slotted else "registers",
+        "registers_in_registers": held.registers, "registers_in_slots": slotted.registers,
+        "spill_bytes_in_slots": slotted.spill_stores_bytes + slotted.spill_loads_bytes}
+    kept.notes.append(f"predicates beyond P0-P6: {held.registers} registers holding them in "
+                      f"registers, {slotted.registers} in spill slots; kept "
+                      f"{'slots' if kept is slotted else 'registers'}")
+    return kept
 
 
 def _keep_fewer_bytes(giving: FunctionResult, without: FunctionResult,
@@ -375,6 +412,7 @@ def _prepare(fn: Function, sm: SMProfile, budget: int, options: Options, allocat
                            one_dimensional=one_dim)
     else:
         state = SpillState(output.spill_array_name(fn, SPILL_ARRAY), origin_of)
+    state.pred_slots = knob_table.resolve(options.knobs)["PredicateSlots"] == 2
     state.no_spill |= in_flight - around_windows
     uniform = _place_uniform(work, sm, options, info, pinned | in_flight, result)
     if uniform is not None:
@@ -518,6 +556,8 @@ def _analyse(a: Allocation) -> dict:
     weight = knob_table.resolve(a.options.knobs)["SpillStaticWeight"]
     if weight:
         _add_static_cost(analysis, weight, cheap)
+    if a.state.pred_slots:
+        _slot_predicates_off_peak(analysis)
     a.uncoalesced = Problem.from_analysis(
         a.analysis, a.regfile, {**a.info.precolored, **a.relief_precolored}, a.pinned,
         prefer=convention.callee_saved_preference(a.analysis, a.conv, a.info))
@@ -543,6 +583,40 @@ def _add_static_cost(analysis: FunctionAnalysis, weight: float, cheap: dict) -> 
         if count[v] and v not in cheap and c != float("inf"):
             words = max(1, width_bytes(regs, v) // 4)       # a predicate's home is 32 bits
             costs[v] = c + weight * count[v] * words
+
+
+#: The cost added to a predicate that a spill slot would not serve below MaxLive (knob
+#: ``PredicateSlots``): a temporary carrying it to or from its slot would sit at the peak.
+PEAK_SLOT_COST = 1.0e4
+
+
+def _slot_predicates_off_peak(analysis: FunctionAnalysis) -> None:
+    """With spilled predicates going to slots (:mod:`ptxalloc.spill.rewrite`), each one
+    costs a 32-bit temporary live from its ``ld.local`` before each use to the ``setp`` and
+    from the ``selp`` after each definition to the ``st.local``. A predicate with a use where
+    the general registers live before it, or a definition where those live after it, are
+    already MaxLive would raise the peak that way, so its spill cost is raised by
+    ``PEAK_SLOT_COST``: the choice takes the predicates defined and read off the peak."""
+    pressure = analysis.pressure
+    top = pressure.max_regs
+    gpr = pressure.gpr
+    costs = analysis.costs
+    classes = analysis.fn.regs.classes
+    at_peak: set[int] = set()
+    for b in analysis.cfg.reachable_blocks():
+        before = pressure.entry_gpr[b.id]       # live before the block's first instruction
+        for k, ins in enumerate(b.instrs):
+            i = b.first + k
+            for u in ins.uses:
+                if classes[u] == RegClass.PRED and before + 1 > top:
+                    at_peak.add(u)
+            for d in ins.defs:
+                if classes[d] == RegClass.PRED and gpr[i] + 1 > top:
+                    at_peak.add(d)
+            before = gpr[i]
+    for v in at_peak:
+        if costs[v] != float("inf"):
+            costs[v] += PEAK_SLOT_COST
 
 
 def _problem(a: Allocation) -> Problem:
@@ -765,8 +839,11 @@ def _register_floor(a: Allocation) -> None:
     share of functions at it beside the share at MaxLive (docs/decisions.md, "Registers =
     MaxLive at K = 255, session 7")."""
     tuple_row = a.result.extra.get("tuple_reuse", {})
-    candidates = {"MaxLive": tuple_row.get("max_live_members", a.result.max_live_legalized),
-                  "predicates beyond P0-P6": a.predicate_floor}
+    candidates = {"MaxLive": tuple_row.get("max_live_members", a.result.max_live_legalized)}
+    if not knob_table.resolve(a.options.knobs)["PredicateSlots"]:
+        # with predicates put in spill slots (the knob's default) none needs a general
+        # register across the peak: MaxLive stays the bound
+        candidates["predicates beyond P0-P6"] = a.predicate_floor
     if a.info.active and not a.coloring.spilled:
         candidates["calling convention"] = convention.register_floor(
             a.analysis, a.conv, a.info, a.problem, a.coloring.start)
@@ -889,8 +966,11 @@ def _promote_spill_slots(a: Allocation, cfg: CFG, start: dict[int, int],
     # the units busy at each instruction, shared: promotion replaces accesses one for one
     busy = busy_units(cfg, start, shapes, clobbers)
     if mode:
+        # predicates put in slots to use fewer registers (knob PredicateSlots) stay below the
+        # high-water mark: a register taken above it would undo what the slots saved
         copies, new_starts = promote_slots(cfg, regs, start, shapes, a.regfile, clobbers,
-                                           up_to_budget=mode >= 2, forbidden=forbidden,
+                                           up_to_budget=mode >= 2 and not a.state.pred_slotted,
+                                           forbidden=forbidden,
                                            busy=busy)
         if copies:
             _place_promoted(a, start, shapes, new_starts)
@@ -898,7 +978,13 @@ def _promote_spill_slots(a: Allocation, cfg: CFG, start: dict[int, int],
             cfg = CFG(a.work)
             changed = True
     if switches["SpillReloadsToRegisters"]:
-        after, copies, new_starts = forward_reloads(cfg, regs, start, shapes, a.regfile,
+        regfile = a.regfile
+        if a.state.pred_slotted:    # as above: only registers below the high-water mark
+            top = max((start[v] + shapes[v].units + 1) // 2 for v in start
+                      if shapes[v].file == GPR) if start else 0
+            regfile = RegFile(max(1, min(top, a.regfile.k)), a.regfile.pred_regs,
+                              a.regfile.reserved)
+        after, copies, new_starts = forward_reloads(cfg, regs, start, shapes, regfile,
                                                     clobbers, forbidden, busy)
         if copies:
             _place_promoted(a, start, shapes, new_starts)

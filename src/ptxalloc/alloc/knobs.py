@@ -24,6 +24,7 @@ SpillReloadsToRegisters                       -         1  a reload a free regis
 SpillStaticWeight                             -        10  cost per word of spill code, static
 SerializeWgmma                                -         1  wgmma groups serialized, spilled around
 SplitToMaxLive                                -         1  above MaxLive: split at block ends (2: any copies)
+PredicateSlots                                -         1  predicates beyond P0-P6 in slots, not registers
 schedule                                      -         2  ptxalloc's own: 1 = schedule first, 2 = or not, fewer spill bytes
 ScheduleStoresLast                            -         1  the schedule's second order: stores last
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
@@ -155,6 +156,12 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "(register copies) and colored again, kept when it uses fewer registers and leaves "
          "at most 2 copies in loops (alloc/block_split.py), 2 = whatever the copies, "
          "0 = off", maximum=2, scope="all"),
+    Knob("PredicateSlots", None, 1, True, 0,
+         "1: a function that spills predicates into general registers, stores nothing to "
+         "memory and ends above MaxLive is allocated again with its spilled predicates in "
+         "spill slots (a register only around each definition and use, spill/rewrite.py), "
+         "kept when it uses fewer registers; 2 = spilled predicates always go to slots, "
+         "0 = never", maximum=2, scope="all"),
     Knob("schedule", None, 2, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 2 = that, and where the scheduled code spills the code as "
