@@ -61,7 +61,7 @@ from ..passes.legalize import legalize_tuples
 from ..passes.serialize_wgmma import serialize_wgmma
 from ..records import field, record, replace
 from ..spill.lazy import dead_spill_stores, reload_moves, remove_redundant_spill_code
-from ..spill.remat import COMPUTE_COST, remat_candidates
+from ..spill.remat import COMPUTE_COST, predicate_remat_candidates, remat_candidates
 from ..spill.rewrite import SpillState, rewrite_spills
 from ..spill.slots import assign_slots
 from ..spill.windows import spillable_in_flight
@@ -540,6 +540,20 @@ def _analyse(a: Allocation) -> dict:
     cheap.update((t, COMPUTE_COST) for t in a.state.home)
     a.analysis = analysis = analyze_function(work, a.sm, cheap, a.state.no_spill | pinned,
                                              a.uniform.mask() if a.uniform else 0)
+    if (analysis.pressure.max_preds > a.regfile.pred_regs
+            and knob_table.resolve(a.options.knobs)["RematPredicates"]):
+        # more predicates live than P0-P6: those recomputable from registers live at their
+        # uses cost one instruction there (spill/remat.py); the analysis again with them
+        preds = {v: d for v, d in predicate_remat_candidates(
+                     analysis.cfg, analysis.liveness, a.state.origin_of,
+                     a.in_flight | a.state.no_spill | pinned).items()
+                 if v not in pinned and v not in info.precolored and v not in a.state.no_spill}
+        if preds:
+            remat.update(preds)
+            cheap.update((v, COMPUTE_COST) for v in preds)
+            a.analysis = analysis = analyze_function(work, a.sm, cheap,
+                                                     a.state.no_spill | pinned,
+                                                     a.uniform.mask() if a.uniform else 0)
     if a.result.rounds == 1:
         # with uniform registers the analysis counts R and P only; the figures count everything
         a.result.max_live_legalized = (pressure_of(work).max_live if a.uniform
@@ -840,9 +854,10 @@ def _register_floor(a: Allocation) -> None:
     MaxLive at K = 255, session 7")."""
     tuple_row = a.result.extra.get("tuple_reuse", {})
     candidates = {"MaxLive": tuple_row.get("max_live_members", a.result.max_live_legalized)}
-    if not knob_table.resolve(a.options.knobs)["PredicateSlots"]:
-        # with predicates put in spill slots (the knob's default) none needs a general
-        # register across the peak: MaxLive stays the bound
+    switches = knob_table.resolve(a.options.knobs)
+    if not (switches["PredicateSlots"] or switches["RematPredicates"]):
+        # with predicates recomputed from registers or put in spill slots (the defaults) none
+        # needs a general register across the peak: MaxLive stays the bound
         candidates["predicates beyond P0-P6"] = a.predicate_floor
     if a.info.active and not a.coloring.spilled:
         candidates["calling convention"] = convention.register_floor(

@@ -15,6 +15,7 @@ RegTgtCoeffA                                  -       0.2  budget fraction below
 RegTgtCoeffB                                  -       1.0  budget fraction at the top
 RegTgtCoeffC                                  -       0.3  linear occupancy model: y at minimum
 RematParamLoads                               -         1  rematerialize kernel parameter loads
+RematPredicates                               -         1  recompute a spilled setp from registers live at its uses
 SpillReloadFromRegister                       -         1  a reload of a value still in a register: mov
 SpillDeadStores                               -         1  remove stores no reload reads
 SpillSplitRegions                             -         1  one reload serves a block's run of uses
@@ -126,6 +127,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          scope="budget"),
     Knob("RematParamLoads", None, 1, True, 0,
          "1: a kernel's loads of its own parameters are rematerialized instead of spilled",
+         maximum=1, scope="all"),
+    Knob("RematPredicates", None, 1, True, 0,
+         "1: where more predicates are live than P0-P6 hold, a predicate whose setp reads "
+         "registers live at each of its uses (and not redefined since) is recomputed there "
+         "when it spills, no general register holding it (spill/remat.py), 0 = off",
          maximum=1, scope="all"),
     Knob("SpillReloadFromRegister", None, 1, True, 0,
          "1: a reload of a value another register still holds becomes a register copy",
