@@ -66,7 +66,7 @@ from ..spill.rewrite import SpillState, rewrite_spills
 from ..spill.slots import assign_slots
 from ..spill.windows import spillable_in_flight
 from ..target.abi import Convention
-from ..target.sm import SMProfile
+from ..target.sm import MAX_REGS_PER_THREAD, SMProfile
 from ..target.units import GPR, PRED, RegFile, Shape, vreg_shape
 from ..util import gc_paused
 from . import api, choice, convention, output
@@ -207,7 +207,7 @@ class Allocation:
     tuple_reuse_tried: bool = False     # a spilling round compared with and without them
     reuse_problem: Problem | None = None    # the last round's problem with those merges
     gave_way: int = 0                   # rounds whose choice giving way changed (:mod:`choice`)
-    predicate_floor: int = 0            # the first round's MaxLive counting predicates > P6
+    predicate_floor: int = 0            # the first round's MaxLive (+ predicates > P6 in GPRs)
 
 
 class _Clock:
@@ -320,11 +320,13 @@ def _second_choice(a: Allocation) -> bool:
 
 def _predicates_to_slots(a: Allocation) -> bool:
     """Whether the function is allocated again with its spilled predicates in slots (knob
-    ``PredicateSlots`` at 1): it holds predicates in general registers, stores nothing to
-    memory and uses more registers than MaxLive of its code as allocated."""
+    ``PredicateSlots`` at 1): at the largest budget (255, where the registers used are the
+    measure; under a smaller one that it fits, registers saved buy nothing and slots cost spill
+    bytes), it holds predicates in general registers, stores nothing to memory and uses more
+    registers than MaxLive of its code as allocated."""
     r = a.result
     return (knob_table.resolve(a.options.knobs)["PredicateSlots"] == 1
-            and bool(a.state.pred_home)
+            and a.budget >= MAX_REGS_PER_THREAD and bool(a.state.pred_home)
             and r.spill_stores_bytes + r.spill_loads_bytes == 0
             and r.registers > r.max_live_legalized)
 
@@ -558,7 +560,13 @@ def _analyse(a: Allocation) -> dict:
         # with uniform registers the analysis counts R and P only; the figures count everything
         a.result.max_live_legalized = (pressure_of(work).max_live if a.uniform
                                        else analysis.pressure.max_live)
-        a.predicate_floor = analysis.pressure.max_live_with_predicates(a.regfile.pred_regs)
+        switches = knob_table.resolve(a.options.knobs)
+        # predicates beyond P0-P6 recomputed from registers or put in spill slots (the
+        # defaults) need no general register across the peak: MaxLive stays the bound
+        a.predicate_floor = (
+            analysis.pressure.max_live if switches["PredicateSlots"] or
+            switches["RematPredicates"]
+            else analysis.pressure.max_live_with_predicates(a.regfile.pred_regs))
         if a.options.stats:
             a.result.extra["graph"] = analysis.graph.statistics().as_dict()
         a.result.max_live, a.result.max_live_predicates = (
@@ -853,12 +861,8 @@ def _register_floor(a: Allocation) -> None:
     share of functions at it beside the share at MaxLive (docs/decisions.md, "Registers =
     MaxLive at K = 255, session 7")."""
     tuple_row = a.result.extra.get("tuple_reuse", {})
-    candidates = {"MaxLive": tuple_row.get("max_live_members", a.result.max_live_legalized)}
-    switches = knob_table.resolve(a.options.knobs)
-    if not (switches["PredicateSlots"] or switches["RematPredicates"]):
-        # with predicates recomputed from registers or put in spill slots (the defaults) none
-        # needs a general register across the peak: MaxLive stays the bound
-        candidates["predicates beyond P0-P6"] = a.predicate_floor
+    candidates = {"MaxLive": tuple_row.get("max_live_members", a.result.max_live_legalized),
+                  "predicates beyond P0-P6": a.predicate_floor}
     if a.info.active and not a.coloring.spilled:
         candidates["calling convention"] = convention.register_floor(
             a.analysis, a.conv, a.info, a.problem, a.coloring.start)

@@ -163,8 +163,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "at most 2 copies in loops (alloc/block_split.py), 2 = whatever the copies, "
          "0 = off", maximum=2, scope="all"),
     Knob("PredicateSlots", None, 1, True, 0,
-         "1: a function that spills predicates into general registers, stores nothing to "
-         "memory and ends above MaxLive is allocated again with its spilled predicates in "
+         "1: at K = 255, a function that spills predicates into general registers, stores "
+         "nothing to memory and ends above MaxLive is allocated again with its spilled "
+         "predicates in "
          "spill slots (a register only around each definition and use, spill/rewrite.py), "
          "kept when it uses fewer registers; 2 = spilled predicates always go to slots, "
          "0 = never", maximum=2, scope="all"),
