@@ -209,6 +209,22 @@ def test_the_allocator_does_not_recompute_across_a_redefinition():
     _proven_and_assembled(text, res)
 
 
+def test_many_predicates_across_a_branch_recomputed_under_a_budget():
+    """tests/data/hand/many_preds.ptx as written: 12 predicates live across a branch, their
+    operands live at the join's uses. At K = 15, held in general registers they push values
+    to memory; recomputed, none is stored and the allocation takes MaxLive."""
+    text = (DATA / "hand" / "many_preds.ptx").read_text()
+    res = allocate(text, registers=15, knobs=AS_WRITTEN)
+    (fr,) = res.functions
+    assert fr.verified is True
+    assert (fr.registers, fr.rematerialized) == (12, 6)
+    assert fr.spill_stores_bytes == fr.spill_loads_bytes == 0
+    _proven_and_assembled(text, res)
+    (held,) = allocate(text, registers=15, knobs={**AS_WRITTEN, "RematPredicates": 0}).functions
+    assert held.verified is True
+    assert (held.registers, held.spill_stores_bytes) == (15, 12)
+
+
 @pytest.mark.parametrize("allocator", ["briggs", "fatpoint"])
 def test_triton_vector_add_at_max_live(allocator):
     """Triton's vector add (sm_80): 8 predicates live beside 18 registers. Held whole, two
