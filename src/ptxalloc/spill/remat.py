@@ -132,9 +132,9 @@ def predicate_remat_candidates(cfg, liveness, origin_of: dict[int, int],
         define[p] = i
     if not define:
         return {}
-    available = _available_before(cfg, instrs, define)
+    available = _available_before(cfg, instrs, define)    # none in unreachable blocks
     out = dict(define)
-    for b in cfg.reachable_blocks():
+    for b in cfg.blocks:
         before = None
         for k, ins in enumerate(b.instrs):
             for u in ins.uses:
@@ -142,16 +142,10 @@ def predicate_remat_candidates(cfg, liveness, origin_of: dict[int, int],
                     continue
                 if before is None:
                     before = liveness.live_before(b.id)
-                i = b.first + k
                 live = before[k]
-                if not available.get(i, 0) >> u & 1 or any(
+                if not available.get(b.first + k, 0) >> u & 1 or any(
                         not live >> x & 1 for x in instrs[define[u]].uses):
                     del out[u]
-    for b in cfg.blocks:                # a use in an unreachable block: not planned
-        if not b.reachable:
-            for ins in b.instrs:
-                for u in ins.uses:
-                    out.pop(u, None)
     return {p: instrs[i] for p, i in out.items()}
 
 
