@@ -208,7 +208,8 @@ def keep_cheaper_order(original: Function, options: Options, decls: list[str],
     # nor do predicates put in slots by choice (knob PredicateSlots: holding them in registers
     # stored nothing)
     if resolve(options.knobs)["schedule"] < 2 or spill_bytes(res) == 0 or \
-            res.spilled_values == 0 or _slots_by_choice(res) or not any(key == "schedule" for key, *_ in marks) or \
+            res.spilled_values == 0 or _slots_by_choice(res) or \
+            not any(key == "schedule" for key, *_ in marks) or \
             len(original.instructions()) > SECOND_ORDER_MAX_INSTRUCTIONS:
         return fn, marks, res
     if unscheduled is None:

@@ -15,7 +15,7 @@ RegTgtCoeffA                                  -       0.2  budget fraction below
 RegTgtCoeffB                                  -       1.0  budget fraction at the top
 RegTgtCoeffC                                  -       0.3  linear occupancy model: y at minimum
 RematParamLoads                               -         1  rematerialize kernel parameter loads
-RematPredicates                               -         1  recompute a spilled setp from registers live at its uses
+RematPredicates                               -         1  spilled setp recomputed from live registers
 SpillReloadFromRegister                       -         1  a reload of a value still in a register: mov
 SpillDeadStores                               -         1  remove stores no reload reads
 SpillSplitRegions                             -         1  one reload serves a block's run of uses
@@ -25,7 +25,7 @@ SpillReloadsToRegisters                       -         1  a reload a free regis
 SpillStaticWeight                             -        10  cost per word of spill code, static
 SerializeWgmma                                -         1  wgmma groups serialized, spilled around
 SplitToMaxLive                                -         1  above MaxLive: split at block ends (2: any copies)
-PredicateSlots                                -         1  predicates beyond P0-P6 in slots, not registers
+PredicateSlots                                -         1  K = 255: spilled predicates in slots
 schedule                                      -         2  ptxalloc's own: 1 = schedule first, 2 = or not, fewer spill bytes
 ScheduleStoresLast                            -         1  the schedule's second order: stores last
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
