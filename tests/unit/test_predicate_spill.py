@@ -258,6 +258,41 @@ def test_gpuocelot_genericmemory_at_max_live():
         assert_chain_proven_and_assembles(module, res, arch)
 
 
+def test_a_budget_too_small_for_the_operands_allocates_without_recomputing():
+    """Found by the property test below: at K = 4, recomputing %p1 from %r1 and %r2 at its
+    store keeps both in registers beside the store's address and value, and a later round
+    gets stuck; the function is allocated again without recomputing predicates."""
+    text = HDR + """.visible .entry fuzz(.param .u64 out)
+{
+	.reg .pred %p<9>;
+	.reg .b32 %r<6>;
+	.reg .b64 %rd<2>;
+	ld.param.u64 %rd1, [out];
+	ld.global.u32 %r1, [%rd1+4];
+	ld.global.u32 %r2, [%rd1+8];
+	ld.global.u32 %r3, [%rd1+12];
+	ld.global.u32 %r4, [%rd1+16];
+	ld.global.u32 %r5, [%rd1+20];
+	setp.lt.s32 %p1, %r1, %r2;
+""" + "".join(f"\tsetp.lt.s32 %p{k}, %r1, %r1;\n" for k in range(2, 9)) + """	@%p2 st.global.u32 [%rd1+64], %r1;
+	@%p1 st.global.u32 [%rd1+68], %r3;
+	@%p3 st.global.u32 [%rd1+72], %r4;
+	@%p4 st.global.u32 [%rd1+76], %r5;
+	@%p5 st.global.u32 [%rd1+80], %r1;
+	@%p6 st.global.u32 [%rd1+84], %r1;
+	@%p7 st.global.u32 [%rd1+88], %r1;
+	@%p8 st.global.u32 [%rd1+92], %r2;
+	ret;
+}
+"""
+    for allocator in ("briggs", "fatpoint"):
+        res = allocate(text, registers=4, allocator=allocator, knobs=AS_WRITTEN)
+        (fr,) = res.functions
+        assert fr.verified is True and fr.registers <= 4
+        assert any("allocated without recomputing them" in n for n in fr.notes), fr.notes
+        _proven_and_assembled(text, res)
+
+
 @st.composite
 def _predicate_programs(draw):
     """Straight-line kernels with 8 to 12 predicates live at once: values loaded, compared,
@@ -283,11 +318,12 @@ def _predicate_programs(draw):
                   "\tld.param.u64 %rd1, [out];\n" + "\n".join(body) + "\n\tret;\n}\n")
 
 
-@settings(max_examples=25, deadline=None)
-@given(_predicate_programs(), st.sampled_from([6, 255]))
+@settings(max_examples=200, deadline=None)
+@given(_predicate_programs(), st.sampled_from([4, 6, 255]))
 def test_recomputed_and_slotted_predicates_are_always_proven(text, k):
     """Whatever mix of recomputation, slots and registers the spiller picks, the independent
-    checker proves it (``allocate`` verifies; a refutation would raise)."""
+    checker proves it (``allocate`` verifies; a refutation would raise), also where the operands spill
+    (K = 4, 6)."""
     for allocator in ("briggs", "fatpoint"):
         res = allocate(text, registers=k, allocator=allocator, knobs=AS_WRITTEN)
         assert {f.verified for f in res.functions} == {True}

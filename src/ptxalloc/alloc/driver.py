@@ -242,7 +242,15 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
     if limit is not None and two:
         # giving way may allocate twice: the limit applies to the allocation kept
         options = replace(options, spill_limit=None)
-    a = _allocate_once(fn, sm, budget, options, allocator, module_decls, written)
+    try:
+        a = _allocate_once(fn, sm, budget, options, allocator, module_decls, written)
+    except _PredicatesRecomputedError as e:
+        # recomputing predicates at their uses keeps their operands in registers there, which
+        # a tiny budget may not afford (a hypothesis example at K = 4): allocated without it
+        options = replace(options, knobs={**options.knobs, "RematPredicates": 0})
+        a = _allocate_once(fn, sm, budget, options, allocator, module_decls, written)
+        a.result.notes.append(f"predicates recomputed from registers: {e.__cause__}; "
+                              f"allocated without recomputing them")
     result = a.result
     if two and a.gave_way and _second_choice(a):
         without = replace(options, knobs={**options.knobs, "SpillEvictGroup": 0})
@@ -277,6 +285,11 @@ def _over_spill_limit(name: str, values: int, budget: int, limit: int) -> Alloca
                            f"{budget}, more than --spill-limit {limit}")
 
 
+class _PredicatesRecomputedError(AllocationError):
+    """An allocation that recomputed predicates from registers failed (:func:`_allocate_once`):
+    :func:`allocate_function` tries again without."""
+
+
 def _allocate_once(fn: Function, sm: SMProfile, budget: int, options: Options,
                    allocator: Allocator, module_decls: list[str] | None,
                    written: Function | None) -> Allocation:
@@ -287,8 +300,13 @@ def _allocate_once(fn: Function, sm: SMProfile, budget: int, options: Options,
         if written is not None:
             a.written = written
         clock.lap("legalize")
-        while not _round(a, allocator, clock):
-            pass
+        try:
+            while not _round(a, allocator, clock):
+                pass
+        except AllocationError as e:
+            if a.state.predicates_recomputed:
+                raise _PredicatesRecomputedError(str(e)) from e
+            raise
         if options.compact:
             _compact(a)
             _split_to_max_live(a)
@@ -551,6 +569,7 @@ def _analyse(a: Allocation) -> dict:
                      a.in_flight | a.state.no_spill | pinned).items()
                  if v not in pinned and v not in info.precolored and v not in a.state.no_spill}
         if preds:
+            a.state.predicates_recomputed = True
             remat.update(preds)
             cheap.update((v, COMPUTE_COST) for v in preds)
             a.analysis = analysis = analyze_function(work, a.sm, cheap,
@@ -705,6 +724,10 @@ def _spill(a: Allocation, remat: dict) -> None:
                     a.relief_precolored[v] = place + problem.offset[v]
         to_spill.update(members)
     if to_spill:
+        # a predicate recomputed from registers (spill/remat.py) reads them at its uses: not
+        # while one of them spills in the same round (its copies would read what is gone)
+        remat = {v: d for v, d in remat.items()
+                 if not (d.uses and v in to_spill and any(u in to_spill for u in d.uses))}
         a.work = rewrite_spills(a.work, to_spill, remat, a.state, _split_plan(a, to_spill, remat))
         limit = a.options.spill_limit
         if limit is not None and len(a.state.spilled_values) > limit:

@@ -103,12 +103,17 @@ def remat_candidates(fn: Function, instrs: list[Instruction],
 def predicate_remat_candidates(cfg, liveness, origin_of: dict[int, int],
                                avoid: set[int]) -> dict[int, Instruction]:
     """Predicates recomputable from registers at every use (module docstring), each with its
-    ``setp``; only original registers (``origin_of`` maps none of them elsewhere) and none of
-    ``avoid`` (registers of asynchronous instructions) as operands."""
+    ``setp``; as predicate and operands only registers that are still whole: no register of
+    the function stands for one of them (``origin_of``: a spill temporary or a legalization
+    copy, whose definitions replace some of the original's, so that the definitions seen
+    here would not be the checker's), and none of ``avoid`` (registers of asynchronous
+    instructions, temporaries)."""
     from ..ir.registers import RegClass
     from ..passes.recompute import _available_before
     instrs = cfg.instrs
     classes = cfg.fn.regs.classes
+    avoid = set(avoid)
+    avoid.update(o for t, o in origin_of.items() if t != o)
     ndefs: dict[int, int] = {}
     for ins in instrs:
         for d in ins.defs:
@@ -120,7 +125,7 @@ def predicate_remat_candidates(cfg, liveness, origin_of: dict[int, int],
         p = ins.defs[0]
         dst = ins.ops[0] if ins.ops else None
         if (classes[p] != RegClass.PRED or ndefs[p] != 1 or type(dst) is not Reg or dst.comp
-                or origin_of.get(p, p) != p):
+                or origin_of.get(p, p) != p or p in avoid):
             continue
         operands = ins.ops[1:]
         if not ins.uses or not all(

@@ -66,6 +66,7 @@ class SpillState:
     pred_home: dict[int, int] = field(default_factory=dict)       # predicate -> its GPR
     pred_slots: bool = False        # spilled predicates go to slots, not registers (above)
     pred_slotted: set[int] = field(default_factory=set)   # predicates spilled to slots
+    predicates_recomputed: bool = False     # a round offered predicates recomputed from registers
     spilled_values: set[int] = field(default_factory=set)         # original values spilled
     rematerialized: set[int] = field(default_factory=set)
     shared: bool = False            # --spill-to shared: ``array`` is the .shared spill area
