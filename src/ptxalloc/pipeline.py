@@ -205,8 +205,11 @@ def keep_cheaper_order(original: Function, options: Options, decls: list[str],
     from .alloc.knobs import resolve
     # only spills the budget forced: callee-saved registers' saves count in the spill bytes
     # but spill no value, and no order changes them
+    # nor do predicates put in slots by choice (knob PredicateSlots: holding them in registers
+    # stored nothing)
     if resolve(options.knobs)["schedule"] < 2 or spill_bytes(res) == 0 or \
-            res.spilled_values == 0 or not any(key == "schedule" for key, *_ in marks) or \
+            res.spilled_values == 0 or _slots_by_choice(res) or \
+            not any(key == "schedule" for key, *_ in marks) or \
             len(original.instructions()) > SECOND_ORDER_MAX_INSTRUCTIONS:
         return fn, marks, res
     if unscheduled is None:
@@ -234,6 +237,12 @@ def keep_cheaper_order(original: Function, options: Options, decls: list[str],
         f"bytes in {report['registers_scheduled']} registers; as written, "
         f"{report['spill_bytes_as_written']} bytes in {report['registers_as_written']}")
     return fn, marks, res
+
+
+def _slots_by_choice(res: FunctionResult) -> bool:
+    """Whether ``res`` stores spilled predicates in slots only to use fewer registers
+    (:func:`ptxalloc.alloc.driver.allocate_function`, knob ``PredicateSlots``)."""
+    return res.extra.get("predicate_slots", {}).get("kept") == "slots"
 
 
 def allocate_kept(original: Function, options: Options, decls: list[str], fn: Function,

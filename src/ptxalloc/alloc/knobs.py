@@ -15,6 +15,7 @@ RegTgtCoeffA                                  -       0.2  budget fraction below
 RegTgtCoeffB                                  -       1.0  budget fraction at the top
 RegTgtCoeffC                                  -       0.3  linear occupancy model: y at minimum
 RematParamLoads                               -         1  rematerialize kernel parameter loads
+RematPredicates                               -         1  spilled setp recomputed from live registers
 SpillReloadFromRegister                       -         1  a reload of a value still in a register: mov
 SpillDeadStores                               -         1  remove stores no reload reads
 SpillSplitRegions                             -         1  one reload serves a block's run of uses
@@ -25,6 +26,7 @@ SpillVectorize                                -         1  adjacent spill access
 SpillStaticWeight                             -        10  cost per word of spill code, static
 SerializeWgmma                                -         1  wgmma groups serialized, spilled around
 SplitToMaxLive                                -         1  above MaxLive: split at block ends (2: any copies)
+PredicateSlots                                -         1  K = 255: spilled predicates in slots
 schedule                                      -         2  ptxalloc's own: 1 = schedule first, 2 = or not, fewer spill bytes
 ScheduleStoresLast                            -         1  the schedule's second order: stores last
 hoist                                         -         0  ptxalloc's own: 1/2 = hoist (2: inner)
@@ -127,6 +129,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("RematParamLoads", None, 1, True, 0,
          "1: a kernel's loads of its own parameters are rematerialized instead of spilled",
          maximum=1, scope="all"),
+    Knob("RematPredicates", None, 1, True, 0,
+         "1: where more predicates are live than P0-P6 hold, a predicate whose setp reads "
+         "registers live at each of its uses (and not redefined since) is recomputed there "
+         "when it spills, no general register holding it (spill/remat.py), 0 = off",
+         maximum=1, scope="all"),
     Knob("SpillReloadFromRegister", None, 1, True, 0,
          "1: a reload of a value another register still holds becomes a register copy",
          maximum=1, scope="all"),
@@ -160,6 +167,13 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "(register copies) and colored again, kept when it uses fewer registers and leaves "
          "at most 2 copies in loops (alloc/block_split.py), 2 = whatever the copies, "
          "0 = off", maximum=2, scope="all"),
+    Knob("PredicateSlots", None, 1, True, 0,
+         "1: at K = 255, a function that spills predicates into general registers, stores "
+         "nothing to memory and ends above MaxLive is allocated again with its spilled "
+         "predicates in "
+         "spill slots (a register only around each definition and use, spill/rewrite.py), "
+         "kept when it uses fewer registers; 2 = spilled predicates always go to slots, "
+         "0 = never", maximum=2, scope="all"),
     Knob("schedule", None, 2, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 2 = that, and where the scheduled code spills the code as "

@@ -139,7 +139,20 @@ class Dataflow:
                 if st.pending:
                     st.pending = frozenset(p for p in st.pending if p.wait != "wgmma.wait_group")
             elif kind is Remat:
-                idx, dst, v = ev
+                idx, dst, v, reads = ev
+                for loc, ov, snap in reads:     # a predicate recomputed from registers
+                    hs = held.get(loc)
+                    if hs is None:
+                        hs = st.undef
+                    if ov not in hs:
+                        raise self.msgs.use_error(st, idx, loc, ov, "the recomputation's "
+                                                                    "operand")
+                    hs = held.get(snap)
+                    if hs is None or ov not in hs:
+                        raise self.msgs.fail_at(
+                            idx, f"recomputes {self.msgs.vname(v)} from "
+                                 f"{self.msgs.vname(ov)}, which may have been redefined or "
+                                 f"died since the definition it repeats")
                 if st.pending:
                     self.check_pending(st, idx, ((dst, v),), None, "", True)
                 write(st, overlaps, dst, frozenset((v,)))
@@ -160,6 +173,8 @@ class Dataflow:
                 if dead:
                     kill_set(st, dead)
             elif kind is RemovedDef:
+                for snap, ov in ev.snapshots:   # what a recomputation may read (above)
+                    write(st, overlaps, snap, frozenset((ov,)))
                 kill_set(st, dead_of[ev.idx] | {ev.value})
 
     def check_pending(self, st: State, idx: int, defs, in_flight, opcode: str, inserted: bool,

@@ -86,11 +86,15 @@ class Copy(NamedTuple):
 
 
 class Remat(NamedTuple):
-    """``//@remat``: ``dst`` holds {value} afterwards."""
+    """``//@remat``: ``dst`` holds {value} afterwards. ``reads``: for a predicate recomputed
+    from registers (a ``setp``), per register operand (its location, the operand's value, the
+    snapshot location of that operand taken at the removed definition): the location must
+    hold the value, and so must the snapshot (the operand not redefined since)."""
 
     idx: int
     dst: int
     value: int
+    reads: tuple[tuple[int, int, int], ...] = ()
 
 
 class RemovedCopy(NamedTuple):
@@ -105,10 +109,13 @@ class RemovedCopy(NamedTuple):
 
 class RemovedDef(NamedTuple):
     """The ``//@removed`` pure definition of a rematerialized value: it is held nowhere
-    afterwards."""
+    afterwards. ``snapshots`` (a ``setp`` reading registers): (snapshot location, operand
+    value) pairs, each snapshot holding its operand's value from here until the operand is
+    redefined or dies in the original."""
 
     idx: int
     value: int
+    snapshots: tuple[tuple[int, int], ...] = ()
 
 
 class Wait(NamedTuple):

@@ -628,17 +628,49 @@ class Matcher:
                                     f"only a value with one can be rematerialized")
         o = d[0]
         why = _impure(o, self.kernel_params)
-        if why:
+        reads = why and self._register_compare(o)
+        if why and not reads:
             raise self.fail_at(idx, f"{self.vname(v)} cannot be rematerialized: its definition "
                                     f"(original line {o.line}) {why}")
+        same = (lambda i, x, y: type(y) is Reg and not y.comp) if reads else (
+            lambda i, x, y: _same_text(x, y))
         if (a.opcode != o.opcode or len(a.ops) != len(o.ops) or type(a.ops[0]) is not Reg
-                or a.ops[0].comp or any(not _same_text(x, y) for x, y in zip(o.ops[1:],
-                                                                              a.ops[1:]))):
+                or a.ops[0].comp or any(
+                    not (same(i, x, y) if type(x) is Reg else _same_text(x, y))
+                    for i, (x, y) in enumerate(zip(o.ops[1:], a.ops[1:]), 1))):
             raise self.fail_at(idx, f"a rematerialization of {self.vname(v)} must repeat its "
                                     f"definition '{o.render(self.oregs.names.__getitem__)}' "
-                                    f"(original line {o.line}) with another destination")
+                                    f"(original line {o.line}) with another destination"
+                                    + (" and registers holding its operands" if reads else ""))
         dst = self.value_loc(a.ops[0].v, v, "", "destination", idx)
-        return Remat(idx, dst, v)
+        if not reads:
+            return Remat(idx, dst, v)
+        # a predicate recomputed from registers: each one must hold its operand, unchanged
+        # since the removed definition read it (the operand's snapshot still holds it)
+        uses = tuple((self.value_loc(y.v, x.v, "", f"operand {i}", idx), x.v,
+                      self._snapshot(v, i, x.v))
+                     for i, (x, y) in enumerate(zip(o.ops[1:], a.ops[1:]), 1)
+                     if type(x) is Reg)
+        return Remat(idx, dst, v, uses)
+
+    def _register_compare(self, o: Instruction) -> bool:
+        """Whether original ``o`` is a predicate's unguarded ``setp`` of general registers and
+        immediates, one destination: recomputable where its operands still hold the values it
+        read (docs/checker.md, "Predicates recomputed from registers")."""
+        if (o.opcode.split(".", 1)[0] != "setp" or o.guard >= 0 or len(o.defs) != 1
+                or not o.ops or type(o.ops[0]) is not Reg or o.ops[0].comp
+                or self.oclass[o.ops[0].v] != "PRED"):
+            return False
+        regs = [x for x in o.ops[1:] if type(x) is Reg]
+        return bool(regs) and all(
+            type(x) is Imm or (type(x) is Reg and not x.comp and self.oclass[x.v] != "PRED"
+                               and x.v != o.ops[0].v) for x in o.ops[1:])
+
+    def _snapshot(self, v: int, i: int, operand: int) -> int:
+        """The snapshot location of operand ``i`` (register ``operand``) of ``v``'s
+        definition."""
+        return self.locs.snapshot(v, i, f"{self.vname(operand)} as {self.vname(v)}'s "
+                                        f"definition read it")
 
     def _moved_as(self, kind: str, v: int, opc: str) -> tuple[str | None, int]:
         """How an inserted copy of value ``v`` moves it: the class it travels as when not its
@@ -756,10 +788,14 @@ class Matcher:
                 loc = self.locs.register(p, nd)
             return RemovedCopy(idx, loc, d, s)
         why = _impure(o, self.kernel_params)
-        if why:
+        if why and not self._register_compare(o):
             raise self.fail_at(idx, f"only a redundant copy or the definition of a "
                                     f"rematerialized value may be removed; this one {why}")
-        return RemovedDef(idx, o.ops[0].v)
+        v = o.ops[0].v
+        if not why:
+            return RemovedDef(idx, v)
+        return RemovedDef(idx, v, tuple((self._snapshot(v, i, x.v), x.v)
+                                        for i, x in enumerate(o.ops[1:], 1) if type(x) is Reg))
 
 
 
