@@ -67,8 +67,8 @@ def check_fenced_accesses(events: list, fences: list[int], cfg: Blocks,
         if kind is Copy:                # inserted: any access there is refused
             writes = ((ev.dst, -1),)
             reads = ((ev.src, -1),) + tuple((loc, -1) for loc, _, _ in ev.address)
-        elif kind is Remat:
-            writes, reads = ((ev.dst, -1),), ()
+        elif kind is Remat:             # inserted too: its register operands (a setp's)
+            writes, reads = ((ev.dst, -1),), tuple((loc, -1) for loc, _, _ in ev.reads)
         elif kind is Original:
             writes = ev.defs
             reads = tuple((loc, v) for loc, v, _ in ev.uses)
