@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import DATA, assert_chain_proven_and_assembles, corpus_module
+from ptxalloc.alloc.driver import Options
 from ptxalloc.errors import VerificationError
 from ptxalloc.pipeline import allocate, allocate_module
 from ptxalloc.ptx import parse
@@ -228,33 +229,65 @@ def test_many_predicates_across_a_branch_recomputed_under_a_budget():
 
 
 @pytest.mark.parametrize("allocator", ["briggs", "fatpoint"])
-def test_triton_vector_add_at_max_live(allocator):
+def test_triton_vector_add_at_max_live_in_slots_kept_only_where_more_warps_fit(allocator):
     """Triton's vector add (sm_80): 8 predicates live beside 18 registers. Held whole, two
-    spilled predicates take 20 registers (floor 19, tests/unit/test_register_floor.py); in
-    slots, 18 = MaxLive, for 8 bytes stored and 12-16 loaded."""
+    spilled predicates take 20 registers (floor 19 without slots,
+    tests/unit/test_register_floor.py); in slots, 18 = MaxLive, for 8 bytes stored and 12-16
+    loaded. Registers are allocated 8 per thread at a time, so 18 hold no more warps than 20:
+    by default the allocation holding them in registers is kept, and ``PredicateSlots=3``
+    keeps the one in slots."""
     text = (DATA / "triton" / "sm80_vector_add.ptx").read_text()
     res = allocate(text, registers=255, allocator=allocator)
     (fr,) = res.functions
     assert fr.verified is True
+    assert (fr.registers, fr.max_live_legalized, fr.spill_stores_bytes) == (20, 18, 0)
+    assert fr.extra["predicate_slots"] == {
+        "kept": "registers", "registers_in_registers": 20, "registers_in_slots": 18,
+        "spill_bytes_in_slots": fr.extra["predicate_slots"]["spill_bytes_in_slots"]}
+    assert fr.extra["predicate_slots"]["spill_bytes_in_slots"] > 0
+    _proven_and_assembled(text, res)
+    res = allocate(text, registers=255, allocator=allocator, knobs={"PredicateSlots": 3})
+    (fr,) = res.functions
+    assert fr.verified is True
     assert (fr.registers, fr.max_live_legalized) == (18, 18)
     assert fr.extra["register_floor"] == {"registers": 18, "from": "MaxLive"}
-    assert fr.extra["predicate_slots"]["registers_in_registers"] == 20
     assert fr.spill_stores_bytes == 8
     _proven_and_assembled(text, res)
 
 
+def test_slots_are_kept_where_fewer_registers_let_more_warps_fit():
+    """The rule itself (alloc/driver.py): registers go 8 a thread at a time, so 20 -> 18 and
+    24 -> 18 fit no more warps (24 a thread either way), 33 -> 32 and 25 -> 24 do."""
+    from ptxalloc.alloc.driver import FunctionResult, _keep_slots_where_more_warps_fit
+    from ptxalloc.target.sm import profile_for
+
+    def result(registers):
+        return FunctionResult(name="k", allocator="briggs", budget=255, registers=registers)
+    sm = profile_for("sm_80")
+    for held, slotted, kept in ((20, 18, 20), (24, 18, 24), (33, 32, 32), (25, 24, 24)):
+        got = _keep_slots_where_more_warps_fit(result(held), result(slotted), sm)
+        assert got.registers == kept, (held, slotted)
+        assert got.extra["predicate_slots"]["kept"] == ("slots" if kept == slotted
+                                                         else "registers")
+
+
 @pytest.mark.corpus
-def test_gpuocelot_genericmemory_at_max_live():
+def test_gpuocelot_genericmemory_at_max_live_with_slots():
     """gpuocelot's generic.ptx ``genericmemory``: 9 ``isspacep`` predicates live; held whole,
-    7 registers against MaxLive 4; in slots, 4."""
+    7 registers against MaxLive 4; in slots (kept with ``PredicateSlots=3``), 4. 7 and 4
+    registers hold as many warps (8 a thread), so the default keeps 7."""
     path = "gpuocelot/tests/ptx/synthetic/generic.ptx"
     module, arch = corpus_module(path)
     for allocator in ("briggs", "fatpoint"):
         res = allocate_module(module, registers=255, allocator=allocator, arch=arch)
         fr = next(f for f in res.functions if f.name == "genericmemory")
+        assert (fr.registers, fr.max_live_legalized) == (7, 4), allocator
+        assert fr.extra["predicate_slots"]["registers_in_slots"] == 4
+        res = allocate_module(module, registers=255, allocator=allocator, arch=arch,
+                              options=Options(knobs={"PredicateSlots": 3}))
+        fr = next(f for f in res.functions if f.name == "genericmemory")
         assert fr.verified is True
         assert (fr.registers, fr.max_live_legalized) == (4, 4), allocator
-        assert fr.extra["predicate_slots"]["registers_in_registers"] == 7
         assert_chain_proven_and_assembles(module, res, arch)
 
 

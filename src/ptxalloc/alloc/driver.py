@@ -66,6 +66,7 @@ from ..spill.rewrite import SpillState, rewrite_spills
 from ..spill.slots import assign_slots
 from ..spill.windows import spillable_in_flight
 from ..target.abi import Convention
+from ..target.occupancy import warps_by_registers
 from ..target.sm import MAX_REGS_PER_THREAD, SMProfile
 from ..target.units import GPR, PRED, RegFile, Shape, vreg_shape
 from ..util import gc_paused
@@ -273,7 +274,8 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
             result.notes.append(f"predicates in slots: the allocation failed ({e}); kept the "
                                 f"one holding them in registers")
         else:
-            result = _keep_fewer_registers(result, other)
+            result = _keep_slots_where_more_warps_fit(
+                result, other, sm, knob_table.resolve(options.knobs)["PredicateSlots"] == 3)
     if limit is not None and result.spilled_values > limit:
         raise _over_spill_limit(fn.name, result.spilled_values, budget, limit)
     return result
@@ -338,22 +340,32 @@ def _second_choice(a: Allocation) -> bool:
 
 def _predicates_to_slots(a: Allocation) -> bool:
     """Whether the function is allocated again with its spilled predicates in slots (knob
-    ``PredicateSlots`` at 1): at the largest budget (255, where the registers used are the
+    ``PredicateSlots`` at 1 or 3): at the largest budget (255, where the registers used are the
     measure; under a smaller one that it fits, registers saved buy nothing and slots cost spill
     bytes), it holds predicates in general registers, stores nothing to memory and uses more
     registers than MaxLive of its code as allocated."""
     r = a.result
-    return (knob_table.resolve(a.options.knobs)["PredicateSlots"] == 1
+    return (knob_table.resolve(a.options.knobs)["PredicateSlots"] in (1, 3)
             and a.budget >= MAX_REGS_PER_THREAD and bool(a.state.pred_home)
             and r.spill_stores_bytes + r.spill_loads_bytes == 0
             and r.registers > r.max_live_legalized)
 
 
-def _keep_fewer_registers(held: FunctionResult, slotted: FunctionResult) -> FunctionResult:
-    """Of the allocations holding spilled predicates in registers and in slots, the one with
-    fewer registers (the first where equal); its report's ``predicate_slots`` and a note say
-    which and both figures."""
-    kept = slotted if slotted.registers < held.registers else held
+def _keep_slots_where_more_warps_fit(held: FunctionResult, slotted: FunctionResult,
+                                     sm: SMProfile, fewer: bool = False) -> FunctionResult:
+    """Of the allocations holding spilled predicates in registers and in slots, the one in
+    slots only where its fewer registers let more warps fit on an SM
+    (:func:`~ptxalloc.target.occupancy.warps_by_registers`: registers are allocated 8 per
+    thread at a time, so 20 and 18 registers hold as many warps) — the slots cost loads and
+    stores of local memory, which buys nothing otherwise; with ``fewer`` (``PredicateSlots=3``)
+    wherever it uses fewer registers. Its report's ``predicate_slots`` and a note say which
+    and both figures."""
+    if fewer:
+        better = slotted.registers < held.registers
+    else:
+        better = warps_by_registers(sm, slotted.registers) > \
+            warps_by_registers(sm, held.registers)
+    kept = slotted if better else held
     kept.extra["predicate_slots"] = {
         "kept": "slots" if kept is slotted else "registers",
         "registers_in_registers": held.registers, "registers_in_slots": slotted.registers,

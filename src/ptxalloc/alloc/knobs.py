@@ -172,8 +172,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "nothing to memory and ends above MaxLive is allocated again with its spilled "
          "predicates in "
          "spill slots (a register only around each definition and use, spill/rewrite.py), "
-         "kept when it uses fewer registers; 2 = spilled predicates always go to slots, "
-         "0 = never", maximum=2, scope="all"),
+         "kept where its fewer registers let more warps fit on an SM (registers go 8 per "
+         "thread at a time; the slots cost local-memory traffic); 3 = that, kept wherever it "
+         "uses fewer registers; 2 = spilled predicates always go to slots, 0 = never",
+         maximum=3, scope="all"),
     Knob("schedule", None, 2, True, 0,
          "ptxalloc's own: 1 = pressure-aware scheduling within blocks before allocation "
          "(passes/schedule.py), 2 = that, and where the scheduled code spills the code as "
