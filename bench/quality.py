@@ -23,6 +23,9 @@ apart). At K = 255:
 
 The register copies that splitting at block ends leaves in the code (``alloc/block_split.py``,
 instructions the input does not have) are counted per row (``split_copies``) and printed
+under the table. ``spill ins`` counts the spill stores and reloads (saves, restores and callee
+saves too) as PTX instructions, a merged ``.v2``/``.v4`` access once (knob ``SpillVectorize``,
+spill/vectorize.py, applied as the pipeline applies it); the spill frames' bytes are printed
 under the table.
 
     PYTHONPATH=src python3 bench/quality.py [--sources corpus,triton] [--files N]
@@ -59,7 +62,7 @@ def measure(source: str, path: str, arch: str | None, budgets: list[int], alloca
     from ptxalloc.errors import AllocationError, VerificationError
     from ptxalloc.ptx import emit_function, emit_module
     from ptxalloc.verify import verify_module_text
-    from ptxalloc.pipeline import allocate_kept, pre_passes
+    from ptxalloc.pipeline import allocate_kept, pre_passes, vectorize_spill_code
     from ptxalloc.records import replace
     from ptxalloc.ptx import parse_file
     from ptxalloc.target.sm import profile_for
@@ -101,15 +104,24 @@ def measure(source: str, path: str, arch: str | None, budgets: list[int], alloca
                 except AllocationError:
                     rows[fn.name][alloc] = None
                     continue
+                vectorize_spill_code(r, chosen)
                 kept[alloc].append((r, kept_marks))
                 rows[fn.name][alloc] = {"registers": r.registers,
                                         "spill": r.spill_stores_bytes + r.spill_loads_bytes,
+                                        "frame": r.stack_frame_bytes,
                                         "max_live": r.max_live_legalized,
                                         # MaxLive, or what predicates beyond P0-P6 or the
                                         # calling convention add to it (the report's
                                         # register_floor)
                                         "floor": r.extra["register_floor"]["registers"],
                                         "remat": r.rematerialized,
+                                        # spill stores and reloads (saves, restores and
+                                        # callee saves too) as PTX instructions: a merged
+                                        # .v2/.v4 access counts once (SpillVectorize)
+                                        "spill_instructions": sum(
+                                            1 for ins in r.function.instructions()
+                                            if ins.origin is not None
+                                            and (ins.origin.stores or ins.origin.loads)),
                                         # register copies of alloc/block_split.py
                                         "split_copies": r.extra.get("block_split", {}).get(
                                             "copies", 0)}
@@ -161,7 +173,7 @@ def summarize(results: list[dict], budgets: list[int], allocators: list[str]) ->
                 t = {"source": source, "K": k, "allocator": alloc, "functions": 0,
                      "refused": 0, "spill": 0, "ptxas_spill": 0, "le_ptxas": 0,
                      "eq_maxlive": 0, "eq_floor": 0, "registers": 0, "ptxas_registers": 0, "remat": 0,
-                     "split_copies": 0}
+                     "split_copies": 0, "spill_instructions": 0, "frame": 0}
                 for res in results:
                     if res["source"] != source:
                         continue
@@ -180,6 +192,8 @@ def summarize(results: list[dict], budgets: list[int], allocators: list[str]) ->
                         t["ptxas_registers"] += px["registers"]
                         t["remat"] += mine["remat"]
                         t["split_copies"] += mine.get("split_copies", 0)
+                        t["spill_instructions"] += mine.get("spill_instructions", 0)
+                        t["frame"] += mine.get("frame", 0)
                         t["le_ptxas"] += mine["registers"] <= px["registers"]
                         t["eq_maxlive"] += mine["registers"] <= mine["max_live"]
                         t["eq_floor"] += mine["registers"] <= mine.get("floor",
@@ -190,7 +204,8 @@ def summarize(results: list[dict], budgets: list[int], allocators: list[str]) ->
 
 def print_table(rows: list[dict]) -> None:
     head = (f"{'source':<7} {'K':>4} {'allocator':<9} {'functions':>9} {'refused':>7} "
-            f"{'spill B':>9} {'ptxas B':>9} {'remat':>6} {'regs':>7} {'ptxas regs':>10} "
+            f"{'spill B':>9} {'ptxas B':>9} {'spill ins':>9} {'remat':>6} {'regs':>7} "
+            f"{'ptxas regs':>10} "
             f"{'<=ptxas':>8} {'=MaxLive':>8} {'=floor':>7}")
     print(head)
     print("-" * len(head))
@@ -200,8 +215,11 @@ def print_table(rows: list[dict]) -> None:
                  f"{100 * t['eq_floor'] / n:>6.1f}%"
                  if t["K"] == 255 else f"{'':>8} {'':>8} {'':>7}")
         print(f"{t['source']:<7} {t['K']:>4} {t['allocator']:<9} {t['functions']:>9} "
-              f"{t['refused']:>7} {t['spill']:>9} {t['ptxas_spill']:>9} {t['remat']:>6} "
+              f"{t['refused']:>7} {t['spill']:>9} {t['ptxas_spill']:>9} "
+              f"{t['spill_instructions']:>9} {t['remat']:>6} "
               f"{t['registers']:>7} {t['ptxas_registers']:>10} {share}")
+    print("spill frame bytes: " + ", ".join(
+        f"{t['source']} K={t['K']} {t['allocator']} {t['frame']}" for t in rows if t["K"] < 255))
     for t in rows:
         if t.get("split_copies"):
             print(f"{t['source']} K={t['K']} {t['allocator']}: {t['split_copies']} register "

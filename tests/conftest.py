@@ -13,6 +13,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
 
+# the commands tests start as a user would (``python -m ptxalloc ...``) run this checkout's
+# sources, installed or not (pyproject's pythonpath covers only pytest's own process)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(REPO / "src")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+
 
 def corpus_root() -> Path | None:
     """``../shared/corpus`` beside the checkout (or $PTXALLOC_CORPUS); None when absent."""

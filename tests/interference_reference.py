@@ -75,7 +75,7 @@ def wgmmas_reached(cfg, p: int) -> set[int]:
         instrs = cfg.blocks[b].instrs
         while k < len(instrs):
             op = instrs[k].opcode
-            if op.startswith("wgmma.fence"):
+            if op.startswith("wgmma.fence") and instrs[k].guard < 0:
                 break
             if op.startswith("wgmma.mma_async"):
                 found.add(cfg.blocks[b].first + k)

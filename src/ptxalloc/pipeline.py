@@ -205,8 +205,11 @@ def keep_cheaper_order(original: Function, options: Options, decls: list[str],
     from .alloc.knobs import resolve
     # only spills the budget forced: callee-saved registers' saves count in the spill bytes
     # but spill no value, and no order changes them
+    # nor do predicates put in slots by choice (knob PredicateSlots: holding them in registers
+    # stored nothing)
     if resolve(options.knobs)["schedule"] < 2 or spill_bytes(res) == 0 or \
-            res.spilled_values == 0 or not any(key == "schedule" for key, *_ in marks) or \
+            res.spilled_values == 0 or _slots_by_choice(res) or \
+            not any(key == "schedule" for key, *_ in marks) or \
             len(original.instructions()) > SECOND_ORDER_MAX_INSTRUCTIONS:
         return fn, marks, res
     if unscheduled is None:
@@ -234,6 +237,12 @@ def keep_cheaper_order(original: Function, options: Options, decls: list[str],
         f"bytes in {report['registers_scheduled']} registers; as written, "
         f"{report['spill_bytes_as_written']} bytes in {report['registers_as_written']}")
     return fn, marks, res
+
+
+def _slots_by_choice(res: FunctionResult) -> bool:
+    """Whether ``res`` stores spilled predicates in slots only to use fewer registers
+    (:func:`ptxalloc.alloc.driver.allocate_function`, knob ``PredicateSlots``)."""
+    return res.extra.get("predicate_slots", {}).get("kept") == "slots"
 
 
 def allocate_kept(original: Function, options: Options, decls: list[str], fn: Function,
@@ -302,6 +311,7 @@ def allocate_module(module: Module, registers: int | str | None = None,
             res.notes.append(pre_pass_note(key, report))
         res.extra["spills"] = explain_spills(fn, res, sm, files)
         res.extra["occupancy"] = _occupancy(sm, res, fn, decls)
+        vectorize_spill_code(res, options)
         res.text = emit_function(res.function, res.names.__getitem__)
         texts[fn.name] = res.text
         results.append(res)
@@ -323,6 +333,23 @@ def allocate_module(module: Module, registers: int | str | None = None,
             res.extra["regalloc_stats"] = regalloc_stats(res)
             del res.extra["graph"]
     return ModuleResult(text, results, sm, module.filename)
+
+
+def vectorize_spill_code(res: FunctionResult, options: Options) -> None:
+    """Adjacent spill accesses of the allocated function merged into vector accesses (knob
+    ``SpillVectorize``, :mod:`ptxalloc.spill.vectorize`), after the figures and the spill
+    explanation are taken (they count per value: spill bytes are bytes), recording in
+    ``res.extra["spill_vectorize"]`` the instructions saved (``bench/quality.py`` calls it as
+    this pipeline does)."""
+    from .alloc import knobs as knob_table
+    if res.function is None or not knob_table.resolve(options.knobs)["SpillVectorize"]:
+        return
+    from .spill.vectorize import merge_spill_accesses
+    body, saved = merge_spill_accesses(res.function.body, res.function.regs,
+                                       res.names.__getitem__)
+    if saved:
+        res.function.body = body
+        res.extra["spill_vectorize"] = {"instructions_saved": saved}
 
 
 def _allocate_to(fn: Function, original: Function, sm: SMProfile, limit, registers,

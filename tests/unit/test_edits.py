@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import DATA, assert_verified
-from ptxalloc.ir.edits import Edit, EditKind, Slot, callee_slot, save_slot, value_slot
+from ptxalloc.ir.edits import Edit, EditKind, Merged, Slot, callee_slot, save_slot, value_slot
 from ptxalloc.ir.instruction import Instruction
 from ptxalloc.pipeline import allocate
 
@@ -19,11 +19,13 @@ from ptxalloc.pipeline import allocate
 CASES = [("abi/live_across.ptx", 15, {}), ("abi/fib.ptx", 64, {}),
          ("hand/many_preds.ptx", 8, {}), ("pressure_sm80.ptx", 15, {"knobs": {"schedule": 0}}),
          ("wgmma/wgmma_serialize_sm90a.ptx", 32, {}),
-         ("hand/many_preds.ptx", 8, {"spill_to": "shared", "block_size": 128})]
+         ("hand/many_preds.ptx", 8, {"spill_to": "shared", "block_size": 128}),
+         ("hand/spill_vectorize.ptx", 8, {"knobs": {"schedule": 0, "recompute": 0}})]
 
 
 def test_every_inserted_instruction_carries_an_edit_written_as_its_annotation():
     seen = set()
+    merged = set()
     for name, k, more in CASES:
         path = DATA / name
         res = allocate(path.read_text(), registers=k, filename=str(path), **more)
@@ -32,11 +34,15 @@ def test_every_inserted_instruction_carries_an_edit_written_as_its_annotation():
             for s in fr.function.body:
                 if type(s) is not Instruction or s.origin is None:
                     continue
-                assert type(s.origin) is Edit, (name, s.origin)
+                assert type(s.origin) in (Edit, Merged), (name, s.origin)
                 assert s.comment == s.origin.annotation(fr.function.regs.names)
                 assert (s.origin.slot is not None) == (s.origin.stores or s.origin.loads)
                 seen.add(s.origin.kind)
+                if type(s.origin) is Merged:
+                    merged.add(s.origin.kind)
     assert seen == set(EditKind)
+    # SpillVectorize (on by default) merges stores, reloads, saves and callee saves
+    assert merged >= {EditKind.SPILL, EditKind.RELOAD, EditKind.CSAVE, EditKind.CRESTORE}, merged
 
 
 @pytest.mark.parametrize("edit, text", [

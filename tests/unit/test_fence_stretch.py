@@ -29,8 +29,9 @@ from ptxalloc.verify import parse_allocated, verify_module_text, verify_modules
 
 BACK_EDGE = DATA / "wgmma" / "wgmma_fence_back_edge_sm90a.ptx"
 SKIPPED = DATA / "wgmma" / "wgmma_fence_skipped_sm90a.ptx"
+GUARDED = DATA / "wgmma" / "wgmma_fence_guarded_sm90a.ptx"     # @!%p1 wgmma.fence
 # per file: the wgmma (0-based, in the text) whose accumulator the loop-path write must avoid
-CFG_ONLY = {BACK_EDGE: 0, SKIPPED: 1}
+CFG_ONLY = {BACK_EDGE: 0, SKIPPED: 1, GUARDED: 1}
 
 FENCE, MMA = -1, -2                     # instruction kinds of the generated programs
 
@@ -246,5 +247,54 @@ def test_a_read_of_an_accumulator_register_on_the_path_is_refuted(k, allocator):
     for i in [load] + readers:
         bad[i] = re.sub(re.escape(reg) + r"\b", acc[0], out[i])
     with pytest.raises(VerificationError, match=r"'add\.s32 .*': reads %R\d+ after a "
+                                                r"wgmma\.fence and before a wgmma\.mma_async"):
+        verify_modules(module, parse_allocated("\n".join(bad)))
+
+
+@pytest.mark.parametrize("name,why", [
+    ("wgmma_a_fragment_sm90a.ptx", r"'wgmma\.mma_async[^']*': reads %R\d+ after a wgmma\.fence "
+                                   r"and before a wgmma\.mma_async"),
+    ("wgmma_a_fragment_fenced_sm90a.ptx", r"writes %R\d+ while the asynchronous instruction "
+                                          r"of line \d+ still uses"),
+])
+def test_an_accumulator_over_another_wgmmas_a_fragment_is_refuted(name, why):
+    """The second wgmma's write-only accumulator may not take the first's A fragment
+    registers while the first is in flight: the allocation keeps them apart (proven), and the
+    same text with the second accumulator renamed onto the first A fragment is refuted — by
+    the fence rule where no fence lies between the two (the first wgmma's A-fragment reads
+    count; only its accumulator's are exempt), by the rule on registers in flight where one
+    does (only an accumulator a chained wgmma reads may be written there)."""
+    path = DATA / "wgmma" / name
+    module, res = _allocate(path, 255, "briggs")
+    out = res.ptx.split("\n")
+    mmas = [i for i, line in enumerate(out) if line.strip().startswith("wgmma.mma_async")]
+    frag = re.findall(r"\{([^}]*)\}", out[mmas[0]])[1].replace(" ", "").split(",")
+    acc = _accumulator(out[mmas[1]])
+    assert not set(frag) & set(acc)
+    bad = out[:]
+    for i in range(mmas[1], len(bad)):
+        for a, f in zip(acc, frag):
+            bad[i] = re.sub(re.escape(a) + r"\b", f, bad[i])
+    with pytest.raises(VerificationError, match=why):
+        verify_modules(module, parse_allocated("\n".join(bad)))
+
+
+def test_inserted_code_reading_an_a_fragment_after_the_fence_is_refuted():
+    """Inserted code may not access a register a wgmma accesses asynchronously between the
+    fence and the wgmma, whatever value it copies: a ``//@move`` of the very A-fragment value
+    into a fresh register there is refuted at its read (its write goes to a register no
+    wgmma accesses)."""
+    module, res = _allocate(SKIPPED, 255, "briggs")
+    out = res.ptx.split("\n")
+    vid = module.functions[0].regs.names.index("%r0")
+    mma = next(i for i, line in enumerate(out) if line.strip().startswith("wgmma.mma_async"))
+    frag = re.findall(r"\{([^}]*)\}", out[mma])[1].replace(" ", "").split(",")
+    assert out[mma - 1].strip().startswith("wgmma.fence")
+    decl = next(i for i, line in enumerate(out) if ".reg .b32 %R<" in line)
+    n = int(re.search(r"%R<(\d+)>", out[decl]).group(1))
+    bad = out[:]
+    bad[decl] = out[decl].replace(f"%R<{n}>", f"%R<{n + 1}>")
+    bad.insert(mma, f"\tmov.b32\t%R{n}, {frag[0]};\t//@move %r0#{vid}")
+    with pytest.raises(VerificationError, match=rf"reads {re.escape(frag[0])} after a "
                                                 r"wgmma\.fence and before a wgmma\.mma_async"):
         verify_modules(module, parse_allocated("\n".join(bad)))

@@ -55,6 +55,9 @@ NINE_PREDICATES = HDR + """.visible .entry nine_predicates(.param .u64 out)
 """
 
 NO_PASSES = {"schedule": 0, "recompute": 0}
+#: spilled predicates held whole in general registers, as before issue 13's session 8: neither
+#: recomputed from registers (knob RematPredicates) nor put in spill slots (PredicateSlots)
+HELD_WHOLE = {"RematPredicates": 0, "PredicateSlots": 0}
 
 
 def test_predicates_beyond_p6_raise_the_floor_above_max_live():
@@ -65,13 +68,20 @@ def test_predicates_beyond_p6_raise_the_floor_above_max_live():
     assert p.max_live_with_predicates(9) == 4       # a file that holds them all adds nothing
     for allocator in ("briggs", "fatpoint"):
         (fr,) = allocate(NINE_PREDICATES, registers=255, allocator=allocator,
-                         knobs=NO_PASSES).functions
+                         knobs={**NO_PASSES, **HELD_WHOLE}).functions
         assert fr.verified is True
         assert fr.max_live_legalized == 4
         assert fr.extra["register_floor"] == {"registers": 6, "from": "predicates beyond P0-P6"}
         # the floor is a floor: no allocation beats it; here one register above it
         assert fr.registers == 7, allocator
         assert fr.spilled_values == 3
+        # by default the three predicates are recomputed from %r1 and %r2, live at every
+        # store: MaxLive, which is then the floor
+        (fr,) = allocate(NINE_PREDICATES, registers=255, allocator=allocator,
+                         knobs=NO_PASSES).functions
+        assert fr.verified is True
+        assert fr.extra["register_floor"] == {"registers": 4, "from": "MaxLive"}
+        assert (fr.registers, fr.spilled_values, fr.rematerialized) == (4, 3, 3), allocator
 
 
 @settings(max_examples=40, deadline=None)
@@ -111,28 +121,30 @@ def test_values_live_across_a_call_set_the_floor_under_the_convention():
 
 
 def test_triton_vector_add_one_above_its_floor(monkeypatch):
-    """Triton's vector add (sm_80) keeps 8 predicates live beside 21 registers: floor 22. Both
-    allocators spill two predicates (each one's reload needs a P register where the other
-    seven are live) and fat-point takes 23, the MaxLive of the code with its spill code;
-    briggs reaches 23 when compaction's search is given SEARCH_WORK 600,000 (3,100 steps on
-    its 129-node graph; the default gives 2,325: 24 registers). Taken in the scheduler's first
-    order alone (``ScheduleStoresLast=0``): by default the stores-last order lowers MaxLive to
-    18 and both allocators take 20 against a floor of 19, with either search work."""
+    """Triton's vector add (sm_80) keeps 8 predicates live beside 21 registers: floor 22. Held
+    whole in general registers (``HELD_WHOLE``), both allocators spill two predicates (each
+    one's reload needs a P register where the other seven are live) and fat-point takes 23,
+    the MaxLive of the code with its spill code; briggs reaches 23 when compaction's search is
+    given SEARCH_WORK 600,000 (3,100 steps on its 129-node graph; the default gives 2,325: 24
+    registers). Taken in the scheduler's first order alone (``ScheduleStoresLast=0``): by
+    default the stores-last order lowers MaxLive to 18 and both allocators take 20 against a
+    floor of 19, with either search work. With the predicates in spill slots (the default:
+    tests/unit/test_predicate_spill.py) it is 18."""
     from ptxalloc.alloc import compact as compact_module
     text = (DATA / "triton" / "sm80_vector_add.ptx").read_text()
-    first_order = {"ScheduleStoresLast": 0}
+    first_order = {"ScheduleStoresLast": 0, **HELD_WHOLE}
     for allocator in ("briggs", "fatpoint"):
         (fr,) = allocate(text, registers=255, allocator=allocator, knobs=first_order).functions
         assert fr.verified is True
         assert fr.max_live_legalized == 21
         assert fr.extra["register_floor"] == {"registers": 22, "from": "predicates beyond P0-P6"}
         assert fr.registers == {"briggs": 24, "fatpoint": 23}[allocator]
-        (fr,) = allocate(text, registers=255, allocator=allocator).functions
+        (fr,) = allocate(text, registers=255, allocator=allocator, knobs=HELD_WHOLE).functions
         assert fr.verified is True
         assert (fr.max_live_legalized, fr.extra["register_floor"]["registers"],
                 fr.registers) == (18, 19, 20), allocator
     monkeypatch.setattr(compact_module, "SEARCH_WORK", 600_000)
     (fr,) = allocate(text, registers=255, allocator="briggs", knobs=first_order).functions
     assert fr.registers == 23
-    (fr,) = allocate(text, registers=255, allocator="briggs").functions
+    (fr,) = allocate(text, registers=255, allocator="briggs", knobs=HELD_WHOLE).functions
     assert fr.registers == 20

@@ -54,18 +54,20 @@ from ..errors import AllocationError
 from ..ir.build import stored, width_bytes
 from ..ir.cfg import CFG
 from ..ir.module import Function
+from ..ir.registers import RegClass
 from ..passes.asynchrony import bind_async_waits
 from ..passes.convention import bind_convention
 from ..passes.legalize import legalize_tuples
 from ..passes.serialize_wgmma import serialize_wgmma
 from ..records import field, record, replace
 from ..spill.lazy import dead_spill_stores, reload_moves, remove_redundant_spill_code
-from ..spill.remat import COMPUTE_COST, remat_candidates
+from ..spill.remat import COMPUTE_COST, predicate_remat_candidates, remat_candidates
 from ..spill.rewrite import SpillState, rewrite_spills
 from ..spill.slots import assign_slots
 from ..spill.windows import spillable_in_flight
 from ..target.abi import Convention
-from ..target.sm import SMProfile
+from ..target.occupancy import warps_by_registers
+from ..target.sm import MAX_REGS_PER_THREAD, SMProfile
 from ..target.units import GPR, PRED, RegFile, Shape, vreg_shape
 from ..util import gc_paused
 from . import api, choice, convention, output
@@ -206,7 +208,7 @@ class Allocation:
     tuple_reuse_tried: bool = False     # a spilling round compared with and without them
     reuse_problem: Problem | None = None    # the last round's problem with those merges
     gave_way: int = 0                   # rounds whose choice giving way changed (:mod:`choice`)
-    predicate_floor: int = 0            # the first round's MaxLive counting predicates > P6
+    predicate_floor: int = 0            # the first round's MaxLive (+ predicates > P6 in GPRs)
 
 
 class _Clock:
@@ -241,7 +243,15 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
     if limit is not None and two:
         # giving way may allocate twice: the limit applies to the allocation kept
         options = replace(options, spill_limit=None)
-    a = _allocate_once(fn, sm, budget, options, allocator, module_decls, written)
+    try:
+        a = _allocate_once(fn, sm, budget, options, allocator, module_decls, written)
+    except _PredicatesRecomputedError as e:
+        # recomputing predicates at their uses keeps their operands in registers there, which
+        # a tiny budget may not afford (a hypothesis example at K = 4): allocated without it
+        options = replace(options, knobs={**options.knobs, "RematPredicates": 0})
+        a = _allocate_once(fn, sm, budget, options, allocator, module_decls, written)
+        a.result.notes.append(f"predicates recomputed from registers: {e.__cause__}; "
+                              f"allocated without recomputing them")
     result = a.result
     if two and a.gave_way and _second_choice(a):
         without = replace(options, knobs={**options.knobs, "SpillEvictGroup": 0})
@@ -255,6 +265,17 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
                                 f"the one giving way")
         else:
             result = _keep_fewer_bytes(result, other, limit)
+    elif _predicates_to_slots(a):
+        slotted = replace(options, knobs={**options.knobs, "PredicateSlots": 2})
+        try:
+            other = _allocate_once(fn, sm, budget, slotted, allocator, module_decls,
+                                   written).result
+        except AllocationError as e:
+            result.notes.append(f"predicates in slots: the allocation failed ({e}); kept the "
+                                f"one holding them in registers")
+        else:
+            result = _keep_slots_where_more_warps_fit(
+                result, other, sm, knob_table.resolve(options.knobs)["PredicateSlots"] == 3)
     if limit is not None and result.spilled_values > limit:
         raise _over_spill_limit(fn.name, result.spilled_values, budget, limit)
     return result
@@ -264,6 +285,11 @@ def _over_spill_limit(name: str, values: int, budget: int, limit: int) -> Alloca
     """The error refusing a function that spills more values than ``--spill-limit``."""
     return AllocationError(f"function '{name}': {values} values would spill at budget "
                            f"{budget}, more than --spill-limit {limit}")
+
+
+class _PredicatesRecomputedError(AllocationError):
+    """An allocation that recomputed predicates from registers failed (:func:`_allocate_once`):
+    :func:`allocate_function` tries again without."""
 
 
 def _allocate_once(fn: Function, sm: SMProfile, budget: int, options: Options,
@@ -276,8 +302,13 @@ def _allocate_once(fn: Function, sm: SMProfile, budget: int, options: Options,
         if written is not None:
             a.written = written
         clock.lap("legalize")
-        while not _round(a, allocator, clock):
-            pass
+        try:
+            while not _round(a, allocator, clock):
+                pass
+        except AllocationError as e:
+            if a.state.predicates_recomputed:
+                raise _PredicatesRecomputedError(str(e)) from e
+            raise
         if options.compact:
             _compact(a)
             _split_to_max_live(a)
@@ -305,6 +336,44 @@ def _second_choice(a: Allocation) -> bool:
     return (knob_table.resolve(a.options.knobs)["SpillEvictGroup"] >= 2
             and a.result.spill_stores_bytes + a.result.spill_loads_bytes > 0
             and len(a.original.instructions()) <= GIVE_WAY_SECOND_MAX_INSTRUCTIONS)
+
+
+def _predicates_to_slots(a: Allocation) -> bool:
+    """Whether the function is allocated again with its spilled predicates in slots (knob
+    ``PredicateSlots`` at 1 or 3): at the largest budget (255, where the registers used are the
+    measure; under a smaller one that it fits, registers saved buy nothing and slots cost spill
+    bytes), it holds predicates in general registers, stores nothing to memory and uses more
+    registers than MaxLive of its code as allocated."""
+    r = a.result
+    return (knob_table.resolve(a.options.knobs)["PredicateSlots"] in (1, 3)
+            and a.budget >= MAX_REGS_PER_THREAD and bool(a.state.pred_home)
+            and r.spill_stores_bytes + r.spill_loads_bytes == 0
+            and r.registers > r.max_live_legalized)
+
+
+def _keep_slots_where_more_warps_fit(held: FunctionResult, slotted: FunctionResult,
+                                     sm: SMProfile, fewer: bool = False) -> FunctionResult:
+    """Of the allocations holding spilled predicates in registers and in slots, the one in
+    slots only where its fewer registers let more warps fit on an SM
+    (:func:`~ptxalloc.target.occupancy.warps_by_registers`: registers are allocated 8 per
+    thread at a time, so 20 and 18 registers hold as many warps) — the slots cost loads and
+    stores of local memory, which buys nothing otherwise; with ``fewer`` (``PredicateSlots=3``)
+    wherever it uses fewer registers. Its report's ``predicate_slots`` and a note say which
+    and both figures."""
+    if fewer:
+        better = slotted.registers < held.registers
+    else:
+        better = warps_by_registers(sm, slotted.registers) > \
+            warps_by_registers(sm, held.registers)
+    kept = slotted if better else held
+    kept.extra["predicate_slots"] = {
+        "kept": "slots" if kept is slotted else "registers",
+        "registers_in_registers": held.registers, "registers_in_slots": slotted.registers,
+        "spill_bytes_in_slots": slotted.spill_stores_bytes + slotted.spill_loads_bytes}
+    kept.notes.append(f"predicates beyond P0-P6: {held.registers} registers holding them in "
+                      f"registers, {slotted.registers} in spill slots; kept "
+                      f"{'slots' if kept is slotted else 'registers'}")
+    return kept
 
 
 def _keep_fewer_bytes(giving: FunctionResult, without: FunctionResult,
@@ -375,6 +444,7 @@ def _prepare(fn: Function, sm: SMProfile, budget: int, options: Options, allocat
                            one_dimensional=one_dim)
     else:
         state = SpillState(output.spill_array_name(fn, SPILL_ARRAY), origin_of)
+    state.pred_slots = knob_table.resolve(options.knobs)["PredicateSlots"] == 2
     state.no_spill |= in_flight - around_windows
     uniform = _place_uniform(work, sm, options, info, pinned | in_flight, result)
     if uniform is not None:
@@ -502,11 +572,32 @@ def _analyse(a: Allocation) -> dict:
     cheap.update((t, COMPUTE_COST) for t in a.state.home)
     a.analysis = analysis = analyze_function(work, a.sm, cheap, a.state.no_spill | pinned,
                                              a.uniform.mask() if a.uniform else 0)
+    if (analysis.pressure.max_preds > a.regfile.pred_regs
+            and knob_table.resolve(a.options.knobs)["RematPredicates"]):
+        # more predicates live than P0-P6: those recomputable from registers live at their
+        # uses cost one instruction there (spill/remat.py); the analysis again with them
+        preds = {v: d for v, d in predicate_remat_candidates(
+                     analysis.cfg, analysis.liveness, a.state.origin_of,
+                     a.in_flight | a.state.no_spill | pinned).items()
+                 if v not in pinned and v not in info.precolored and v not in a.state.no_spill}
+        if preds:
+            a.state.predicates_recomputed = True
+            remat.update(preds)
+            cheap.update((v, COMPUTE_COST) for v in preds)
+            a.analysis = analysis = analyze_function(work, a.sm, cheap,
+                                                     a.state.no_spill | pinned,
+                                                     a.uniform.mask() if a.uniform else 0)
     if a.result.rounds == 1:
         # with uniform registers the analysis counts R and P only; the figures count everything
         a.result.max_live_legalized = (pressure_of(work).max_live if a.uniform
                                        else analysis.pressure.max_live)
-        a.predicate_floor = analysis.pressure.max_live_with_predicates(a.regfile.pred_regs)
+        switches = knob_table.resolve(a.options.knobs)
+        # predicates beyond P0-P6 recomputed from registers or put in spill slots (the
+        # defaults) need no general register across the peak: MaxLive stays the bound
+        a.predicate_floor = (
+            analysis.pressure.max_live if switches["PredicateSlots"] or
+            switches["RematPredicates"]
+            else analysis.pressure.max_live_with_predicates(a.regfile.pred_regs))
         if a.options.stats:
             a.result.extra["graph"] = analysis.graph.statistics().as_dict()
         a.result.max_live, a.result.max_live_predicates = (
@@ -518,6 +609,8 @@ def _analyse(a: Allocation) -> dict:
     weight = knob_table.resolve(a.options.knobs)["SpillStaticWeight"]
     if weight:
         _add_static_cost(analysis, weight, cheap)
+    if a.state.pred_slots:
+        _slot_predicates_off_peak(analysis)
     a.uncoalesced = Problem.from_analysis(
         a.analysis, a.regfile, {**a.info.precolored, **a.relief_precolored}, a.pinned,
         prefer=convention.callee_saved_preference(a.analysis, a.conv, a.info))
@@ -543,6 +636,40 @@ def _add_static_cost(analysis: FunctionAnalysis, weight: float, cheap: dict) -> 
         if count[v] and v not in cheap and c != float("inf"):
             words = max(1, width_bytes(regs, v) // 4)       # a predicate's home is 32 bits
             costs[v] = c + weight * count[v] * words
+
+
+#: The cost added to a predicate that a spill slot would not serve below MaxLive (knob
+#: ``PredicateSlots``): a temporary carrying it to or from its slot would sit at the peak.
+PEAK_SLOT_COST = 1.0e4
+
+
+def _slot_predicates_off_peak(analysis: FunctionAnalysis) -> None:
+    """With spilled predicates going to slots (:mod:`ptxalloc.spill.rewrite`), each one
+    costs a 32-bit temporary live from its ``ld.local`` before each use to the ``setp`` and
+    from the ``selp`` after each definition to the ``st.local``. A predicate with a use where
+    the general registers live before it, or a definition where those live after it, are
+    already MaxLive would raise the peak that way, so its spill cost is raised by
+    ``PEAK_SLOT_COST``: the choice takes the predicates defined and read off the peak."""
+    pressure = analysis.pressure
+    top = pressure.max_regs
+    gpr = pressure.gpr
+    costs = analysis.costs
+    classes = analysis.fn.regs.classes
+    at_peak: set[int] = set()
+    for b in analysis.cfg.reachable_blocks():
+        before = pressure.entry_gpr[b.id]       # live before the block's first instruction
+        for k, ins in enumerate(b.instrs):
+            i = b.first + k
+            for u in ins.uses:
+                if classes[u] == RegClass.PRED and before + 1 > top:
+                    at_peak.add(u)
+            for d in ins.defs:
+                if classes[d] == RegClass.PRED and gpr[i] + 1 > top:
+                    at_peak.add(d)
+            before = gpr[i]
+    for v in at_peak:
+        if costs[v] != float("inf"):
+            costs[v] += PEAK_SLOT_COST
 
 
 def _problem(a: Allocation) -> Problem:
@@ -610,6 +737,10 @@ def _spill(a: Allocation, remat: dict) -> None:
                     a.relief_precolored[v] = place + problem.offset[v]
         to_spill.update(members)
     if to_spill:
+        # a predicate recomputed from registers (spill/remat.py) reads them at its uses: not
+        # while one of them spills in the same round (its copies would read what is gone)
+        remat = {v: d for v, d in remat.items()
+                 if not (d.uses and v in to_spill and any(u in to_spill for u in d.uses))}
         a.work = rewrite_spills(a.work, to_spill, remat, a.state, _split_plan(a, to_spill, remat))
         limit = a.options.spill_limit
         if limit is not None and len(a.state.spilled_values) > limit:
@@ -786,7 +917,8 @@ def _finish(a: Allocation) -> None:
     cfg = _insert_saves(a, start, shapes)
     cfg = _drop_redundant_spill_code(a, cfg, start, shapes)
     cfg = _promote_spill_slots(a, cfg, start, shapes)
-    frame = a.session.slots(cfg, assign_slots(cfg, a.state.slot_size, a.state.array))
+    vectorize = bool(knob_table.resolve(a.options.knobs)["SpillVectorize"])
+    frame = a.session.slots(cfg, assign_slots(cfg, a.state.slot_size, a.state.array, vectorize))
     if a.state.shared and frame:
         from ..spill import shared
         shared.check_size(a.original, frame, a.shared_block[0], a.own_shared)
@@ -891,8 +1023,11 @@ def _promote_spill_slots(a: Allocation, cfg: CFG, start: dict[int, int],
     # the units busy at each instruction, shared: promotion replaces accesses one for one
     busy = busy_units(cfg, start, shapes, clobbers)
     if mode:
+        # predicates put in slots to use fewer registers (knob PredicateSlots) stay below the
+        # high-water mark: a register taken above it would undo what the slots saved
         copies, new_starts = promote_slots(cfg, regs, start, shapes, a.regfile, clobbers,
-                                           up_to_budget=mode >= 2, forbidden=forbidden,
+                                           up_to_budget=mode >= 2 and not a.state.pred_slotted,
+                                           forbidden=forbidden,
                                            busy=busy)
         if copies:
             _place_promoted(a, start, shapes, new_starts)
@@ -900,7 +1035,13 @@ def _promote_spill_slots(a: Allocation, cfg: CFG, start: dict[int, int],
             cfg = CFG(a.work)
             changed = True
     if switches["SpillReloadsToRegisters"]:
-        after, copies, new_starts = forward_reloads(cfg, regs, start, shapes, a.regfile,
+        regfile = a.regfile
+        if a.state.pred_slotted:    # as above: only registers below the high-water mark
+            top = max((start[v] + shapes[v].units + 1) // 2 for v in start
+                      if shapes[v].file == GPR) if start else 0
+            regfile = RegFile(max(1, min(top, a.regfile.k)), a.regfile.pred_regs,
+                              a.regfile.reserved)
+        after, copies, new_starts = forward_reloads(cfg, regs, start, shapes, regfile,
                                                     clobbers, forbidden, busy)
         if copies:
             _place_promoted(a, start, shapes, new_starts)

@@ -15,15 +15,18 @@ RegTgtCoeffA                                  -       0.2  budget fraction below
 RegTgtCoeffB                                  -       1.0  budget fraction at the top
 RegTgtCoeffC                                  -       0.3  linear occupancy model: y at minimum
 RematParamLoads                               -         1  rematerialize kernel parameter loads
+RematPredicates                               -         1  spilled setp recomputed from live registers
 SpillReloadFromRegister                       -         1  a reload of a value still in a register: mov
 SpillDeadStores                               -         1  remove stores no reload reads
 SpillSplitRegions                             -         1  one reload serves a block's run of uses
 SpillSplitLoops                               -         1  one reload before a loop serves its uses
 SpillSlotsToRegisters                         -         2  a slot with a register free: copies
 SpillReloadsToRegisters                       -         1  a reload a free register serves: copies
+SpillVectorize                                -         1  adjacent spill accesses as .v2/.v4
 SpillStaticWeight                             -        10  cost per word of spill code, static
 SerializeWgmma                                -         1  wgmma groups serialized, spilled around
 SplitToMaxLive                                -         1  above MaxLive: split at block ends (2: any copies)
+PredicateSlots                                -         1  K = 255: spilled predicates in slots
 PostAllocCleanup                              -         1  after allocation: copy propagation, dead code
 schedule                                      -         2  ptxalloc's own: 1 = schedule first, 2 = or not, fewer spill bytes
 ScheduleStoresLast                            -         1  the schedule's second order: stores last
@@ -127,6 +130,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("RematParamLoads", None, 1, True, 0,
          "1: a kernel's loads of its own parameters are rematerialized instead of spilled",
          maximum=1, scope="all"),
+    Knob("RematPredicates", None, 1, True, 0,
+         "1: where more predicates are live than P0-P6 hold, a predicate whose setp reads "
+         "registers live at each of its uses (and not redefined since) is recomputed there "
+         "when it spills, no general register holding it (spill/remat.py), 0 = off",
+         maximum=1, scope="all"),
     Knob("SpillReloadFromRegister", None, 1, True, 0,
          "1: a reload of a value another register still holds becomes a register copy",
          maximum=1, scope="all"),
@@ -148,6 +156,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "1: after allocation, a reload that a register free since the slot's previous "
          "access in the block can serve becomes copies through that register "
          "(spill/promote.py)", maximum=1, scope="all"),
+    Knob("SpillVectorize", None, 1, True, 0,
+         "1: values stored or reloaded together get adjacent aligned spill slots, and runs "
+         "of 2 or 4 adjacent spill stores or reloads are written as one .v2/.v4 access "
+         "(spill/slots.py, spill/vectorize.py)", maximum=1, scope="all"),
     Knob("SpillStaticWeight", None, 10, False, 0,
          "cost added per 32-bit word of spill code a value's definitions and uses would "
          "store or reload (0: the seeds' frequency-weighted cost alone)", scope="all"),
@@ -156,6 +168,15 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "(register copies) and colored again, kept when it uses fewer registers and leaves "
          "at most 2 copies in loops (alloc/block_split.py), 2 = whatever the copies, "
          "0 = off", maximum=2, scope="all"),
+    Knob("PredicateSlots", None, 1, True, 0,
+         "1: at K = 255, a function that spills predicates into general registers, stores "
+         "nothing to memory and ends above MaxLive is allocated again with its spilled "
+         "predicates in "
+         "spill slots (a register only around each definition and use, spill/rewrite.py), "
+         "kept where its fewer registers let more warps fit on an SM (registers go 8 per "
+         "thread at a time; the slots cost local-memory traffic); 3 = that, kept wherever it "
+         "uses fewer registers; 2 = spilled predicates always go to slots, 0 = never",
+         maximum=3, scope="all"),
     Knob("PostAllocCleanup", None, 1, True, 0,
          "1: after allocation, reads of an inserted copy's destination read its source "
          "within a block, and dead definitions are removed (alloc/cleanup.py), 0 = off",

@@ -152,10 +152,10 @@ def _ahead(cfg: CFG, marks: tuple[set[int], dict[int, int]]) -> list[int]:
 
 def wgmma_marks(instrs: list, mask_of: list[int] | None = None
                 ) -> tuple[set[int], dict[int, int]] | None:
-    """The positions of the ``wgmma.fence`` instructions and, per ``wgmma.mma_async``, the
-    union of ``mask_of[v]`` (``1 << v`` without it) over the registers it accesses
-    asynchronously; None for a function without ``wgmma`` (the common case, on every
-    interference build: nothing more is built)."""
+    """The positions of the unguarded ``wgmma.fence`` instructions (a guarded one may not
+    run) and, per ``wgmma.mma_async``, the union of ``mask_of[v]`` (``1 << v`` without it)
+    over the registers it accesses asynchronously; None for a function without ``wgmma`` (the
+    common case, on every interference build: nothing more is built)."""
     if not any(ins.base == "wgmma" for ins in instrs):
         return None
     fences: set[int] = set()
@@ -164,7 +164,8 @@ def wgmma_marks(instrs: list, mask_of: list[int] | None = None
         if ins.base != "wgmma":
             continue
         if ins.opcode.startswith(FENCE):
-            fences.add(p)
+            if ins.guard < 0:       # a guarded fence may not run: a branch over a fence
+                fences.add(p)
         elif ins.opcode.startswith("wgmma.mma_async"):
             got = isa.async_operands(ins)
             mask = 0

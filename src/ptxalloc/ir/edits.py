@@ -113,3 +113,36 @@ class Edit:
         if self.value < 0:
             return f"//@{word}"
         return f"//@{word} {names[self.value]}#{self.value}"
+
+
+@record(frozen=True, slots=True)
+class Merged:
+    """The origin of a merged spill access: the :class:`Edit` of each member, in slot order
+    (all of one kind, each with its slot)."""
+
+    edits: tuple[Edit, ...]
+
+    @property
+    def kind(self) -> EditKind:
+        """The members' kind."""
+        return self.edits[0].kind
+
+    @property
+    def slot(self) -> Slot:
+        """The first member's slot (the access's lowest address)."""
+        return self.edits[0].slot
+
+    @property
+    def stores(self) -> bool:
+        """Whether the access stores to spill slots."""
+        return self.edits[0].stores
+
+    @property
+    def loads(self) -> bool:
+        """Whether the access reloads from spill slots."""
+        return self.edits[0].loads
+
+    def annotation(self, names: list[str]) -> str:
+        """The kind once, then every member's value or register (``//@spill %a#1 %b#2``)."""
+        return " ".join([f"//@{self.kind.value}"] + [
+            e.annotation(names).split(None, 1)[1] for e in self.edits])

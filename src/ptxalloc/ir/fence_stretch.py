@@ -5,10 +5,12 @@ for what keeps the allocator inside it (the interference graph's fence edges and
 promotion's busy units, :func:`ptxalloc.analysis.interference.fenced_after`).
 
 A register that a ``wgmma.mma_async`` accesses asynchronously (its accumulator, a register A
-fragment) must be written before the ``wgmma.fence`` that precedes it. A write at instruction
-``p`` therefore breaks the rule for a ``wgmma.mma_async`` ``W`` exactly when some path runs
-from just after ``p`` to ``W`` without passing a ``wgmma.fence``: on that path the last fence
-before ``W`` (or the function's start) comes before the write. That is the forward form
+fragment) must be accessed (written or read) before the ``wgmma.fence`` that precedes it. An
+access at instruction ``p`` therefore breaks the rule for a ``wgmma.mma_async`` ``W`` exactly
+when some path runs from just after ``p`` to ``W`` without passing a fence that runs — an
+unguarded ``wgmma.fence`` (the callers pass only those: a guarded one is a branch over a
+fence) — so that on that path the last fence before ``W`` (or the function's start) comes
+before the access. That is the forward form
 ("written since the last fence on some path", meet = union) read backwards, and it is what
 :func:`fence_free_ahead` computes: per instruction, the union of the marks of the wgmmas
 reachable from just after it along fence-free paths — a backward may-dataflow over the blocks

@@ -837,9 +837,10 @@ class _FunctionParser:
         text is read once per file."""
         self.fn.body.append(Raw(LOC, s, line))
         locs = self.src.locs
-        loc = locs.get(s)
-        if loc is None:
-            loc = locs[s] = _location(s)
+        if s in locs:
+            loc = locs[s]
+        else:
+            loc = locs[s] = _location(s)          # None: a text naming no line, kept as such
         if loc is not None:
             self.loc = loc
 

@@ -23,7 +23,7 @@ import json
 
 from ..analysis.sources import source_of
 from ..ir.cfg import CFG
-from ..ir.edits import EditKind
+from ..ir.edits import EditKind, Merged
 
 # the inserted instructions by the kind of their Edit (ptxalloc.ir.edits, ptxalloc.spill.rewrite)
 KINDS = {EditKind.SPILL: "Spills", EditKind.PSPILL: "Spills", EditKind.RELOAD: "Reloads",
@@ -53,11 +53,15 @@ def remarks_yaml(results, files: dict[int, str]) -> str:
 
 
 def _count(block) -> dict[str, int]:
+    """The block's spills, reloads and recomputations, one per value (a ``.v2``/``.v4``
+    access merged by ``SpillVectorize`` counts its members, as LLVM counts a spill per
+    value)."""
     out = {"Spills": 0, "Reloads": 0, "Remats": 0}
     for ins in block.instrs:
-        kind = KINDS.get(ins.origin.kind) if ins.origin is not None else None
+        o = ins.origin
+        kind = KINDS.get(o.kind) if o is not None else None
         if kind:
-            out[kind] += 1
+            out[kind] += len(o.edits) if type(o) is Merged else 1
     return out
 
 

@@ -17,6 +17,16 @@ does not guarantee; reloading them is always correct. docs/decisions.md records 
 ``.func``'s parameters are not rematerialized: the function may store to them (``st.param``)
 and the calling convention binds their loads to registers.
 
+A predicate is also recomputed, from registers, where its definition is a ``setp`` of general
+registers and immediates (one destination, unguarded, the only definition of the predicate)
+and at each of its uses every register operand is live before the use and the definition is
+*available* there (it reached the use on every path with no operand redefined since:
+:func:`ptxalloc.passes.recompute._available_before`): the copy of the ``setp`` before the use
+reads the values the definition read and lengthens no range, and no general register holds the
+predicate (seed 002's rule: one instruction against a reload). Only where more predicates are
+live at once than P0-P6 hold (:func:`predicate_remat_candidates`); the checker proves each
+copy (docs/checker.md, "Predicates recomputed from registers").
+
 The knob ``RematParamLoads`` (:mod:`ptxalloc.alloc.knobs`, default 1) switches parameter loads
 off; the checker proves every recomputation (``//@remat``, docs/checker.md).
 """
@@ -88,6 +98,60 @@ def remat_candidates(fn: Function, instrs: list[Instruction],
             continue
         out[v] = ins
     return out
+
+
+def predicate_remat_candidates(cfg, liveness, origin_of: dict[int, int],
+                               avoid: set[int]) -> dict[int, Instruction]:
+    """Predicates recomputable from registers at every use (module docstring), each with its
+    ``setp``; as predicate and operands only registers that are still whole: no register of
+    the function stands for one of them (``origin_of``: a spill temporary or a legalization
+    copy, whose definitions replace some of the original's, so that the definitions seen
+    here would not be the checker's), and none of ``avoid`` (registers of asynchronous
+    instructions, temporaries)."""
+    from ..ir.registers import RegClass
+    from ..passes.recompute import _available_before
+    instrs = cfg.instrs
+    classes = cfg.fn.regs.classes
+    avoid = set(avoid)
+    avoid.update(o for t, o in origin_of.items() if t != o)
+    ndefs: dict[int, int] = {}
+    for ins in instrs:
+        for d in ins.defs:
+            ndefs[d] = ndefs.get(d, 0) + 1
+    define: dict[int, int] = {}
+    for i, ins in enumerate(instrs):
+        if ins.base != "setp" or ins.guard >= 0 or len(ins.defs) != 1 or ins.origin is not None:
+            continue
+        p = ins.defs[0]
+        dst = ins.ops[0] if ins.ops else None
+        if (classes[p] != RegClass.PRED or ndefs[p] != 1 or type(dst) is not Reg or dst.comp
+                or origin_of.get(p, p) != p or p in avoid):
+            continue
+        operands = ins.ops[1:]
+        if not ins.uses or not all(
+                type(x) is Imm or (type(x) is Reg and not x.comp and x.v != p
+                                   and classes[x.v] != RegClass.PRED
+                                   and origin_of.get(x.v, x.v) == x.v and x.v not in avoid)
+                for x in operands):
+            continue
+        define[p] = i
+    if not define:
+        return {}
+    available = _available_before(cfg, instrs, define)    # none in unreachable blocks
+    out = dict(define)
+    for b in cfg.blocks:
+        before = None
+        for k, ins in enumerate(b.instrs):
+            for u in ins.uses:
+                if u not in out:
+                    continue
+                if before is None:
+                    before = liveness.live_before(b.id)
+                live = before[k]
+                if not available.get(b.first + k, 0) >> u & 1 or any(
+                        not live >> x & 1 for x in instrs[define[u]].uses):
+                    del out[u]
+    return {p: instrs[i] for p, i in out.items()}
 
 
 def worth_rematerializing(loop_depth: int) -> bool:

@@ -13,7 +13,13 @@ Two other ways out:
   definition, and the definition itself, now useless, is removed;
 * a predicate (only P0-P6 exist) spills to a 32-bit register holding 0 or 1: ``selp.u32 b, 1,
   0, p`` after each definition and ``setp.ne.u32 p, b, 0`` before each use. That register is an
-  ordinary value and may itself be spilled in a later round.
+  ordinary value and may itself be spilled in a later round;
+* with ``SpillState.pred_slots`` (knob ``PredicateSlots``, :mod:`ptxalloc.alloc.driver`) a
+  predicate goes to a spill slot instead, its general-register range split around its
+  definitions and uses (seed 002 "Live Range Splitting for Spills"): ``selp.u32 t, 1, 0, p`` and
+  ``st.local.b32 [slot], t`` after each definition, ``ld.local.b32 t, [slot]`` and
+  ``setp.ne.u32 p, t, 0`` before each use, each ``t`` a temporary live across two
+  instructions, so that no general register holds the predicate between them.
 
 With a :class:`~ptxalloc.spill.split.SplitPlan`, occurrences the plan groups into a *run* share
 one temporary instead (live-range splitting, :mod:`split`): reloaded once before the run's first
@@ -58,6 +64,9 @@ class SpillState:
     no_spill: set[int] = field(default_factory=set)       # spill temporaries
     slot_size: dict[Slot, int] = field(default_factory=dict)      # slot -> bytes
     pred_home: dict[int, int] = field(default_factory=dict)       # predicate -> its GPR
+    pred_slots: bool = False        # spilled predicates go to slots, not registers (above)
+    pred_slotted: set[int] = field(default_factory=set)   # predicates spilled to slots
+    predicates_recomputed: bool = False     # a round offered predicates recomputed from registers
     spilled_values: set[int] = field(default_factory=set)         # original values spilled
     rematerialized: set[int] = field(default_factory=set)
     shared: bool = False            # --spill-to shared: ``array`` is the .shared spill area
@@ -88,6 +97,9 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
         state.spilled_values.add(origin_of.get(v, v))
         if v in remat:
             state.rematerialized.add(origin_of.get(v, v))
+        elif classes[v] == RegClass.PRED and state.pred_slots:
+            state.pred_slotted.add(v)
+            state.slot_size[value_slot(v)] = 4          # a .b32 holding 0 or 1
         elif classes[v] == RegClass.PRED:
             b = regs.add(f"{regs.names[v]}$b", ".b32", RegClass.GPR32)
             origin_of[b] = origin_of.get(v, v)
@@ -116,7 +128,7 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
         got = []
         for v, run in plan.loop_reloads.get(id(s), ()):
             t = run_temporary(v, run)
-            got.append(_restore(regs, v, t, remat, state, s.line))
+            got.extend(_restore(regs, v, t, remat, state, s.line))
         return got
 
     def rewritten(s: Instruction) -> list:
@@ -151,7 +163,8 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
                     reload.append(v)
             temp[v] = t
         line = s.line
-        got = [_restore(regs, v, temp[v], remat, state, line) for v in dict.fromkeys(reload)]
+        got = [ins for v in dict.fromkeys(reload)
+               for ins in _restore(regs, v, temp[v], remat, state, line)]
         new_ops = [op.map_regs(lambda r: Reg(temp[r.v], r.comp) if r.v in temp else r)
                    for op in s.ops]
         guard = temp.get(s.guard, s.guard) if s.guard >= 0 else -1
@@ -160,14 +173,15 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
             new.implicit_uses = tuple(temp.get(u, u) for u in s.implicit_uses)
             new.set_roles(new.roles)
         got.append(new)
-        got.extend(_save(regs, v, temp[v], state, line) for v in dict.fromkeys(hit_defs)
-                   if v not in remat            # a rematerialized one is recomputed at uses
-                   and run_of.get((id(s), v)) not in plan.window_runs)  # stored after the wait
+        for v in dict.fromkeys(hit_defs):
+            if (v not in remat                  # a rematerialized one is recomputed at uses
+                    and run_of.get((id(s), v)) not in plan.window_runs):  # stored after the wait
+                got.extend(_save(regs, v, temp[v], state, line))
         return got
 
     def window_stores(s: Instruction) -> list[Instruction]:
-        return [_save(regs, v, run_temporary(v, run), state, s.line)
-                for v, run in plan.stores_after.get(id(s), ())]
+        return [ins for v, run in plan.stores_after.get(id(s), ())
+                for ins in _save(regs, v, run_temporary(v, run), state, s.line)]
 
     body = []
     for s in out.body:
@@ -186,29 +200,54 @@ def rewrite_spills(fn: Function, spill: set[int], remat: dict[int, Instruction],
 
 
 def _restore(regs, v: int, t: int, remat: dict[int, Instruction], state: SpillState,
-             line: int) -> Instruction:
+             line: int) -> list[Instruction]:
+    """What brings spilled ``v`` back into temporary ``t`` before a use."""
     value = state.origin_of.get(v, v)
     if v in remat:
         d = remat[v]
         ins = d.copy_with([Reg(t)] + d.ops[1:])
         ins.origin = Edit(EditKind.REMAT, value)
         ins.line = line
-        return ins
+        return [ins]
     if v in state.pred_home:
         ins = build.pred_restore(regs, t, state.pred_home[v], line)
         ins.origin = Edit(EditKind.PRELOAD, value)
-        return ins
+        return [ins]
+    if v in state.pred_slotted:     # the slot into a short-lived register, then the predicate
+        b = _slot_temporary(regs, v, state)
+        load = build.spill_reload(regs, b, state.array, line, state.base)
+        load.origin = Edit(EditKind.RELOAD, value, state.slot(v))
+        ins = build.pred_restore(regs, t, b, line)
+        ins.origin = Edit(EditKind.PRELOAD, value)
+        return [load, ins]
     ins = build.spill_reload(regs, t, state.array, line, state.base)
     ins.origin = Edit(EditKind.RELOAD, value, state.slot(v))
-    return ins
+    return [ins]
 
 
-def _save(regs, v: int, t: int, state: SpillState, line: int) -> Instruction:
+def _save(regs, v: int, t: int, state: SpillState, line: int) -> list[Instruction]:
+    """What stores spilled ``v`` from temporary ``t`` after a definition."""
     value = state.origin_of.get(v, v)
     if v in state.pred_home:
         ins = build.pred_save(regs, state.pred_home[v], t, line)
         ins.origin = Edit(EditKind.PSPILL, value)
-        return ins
+        return [ins]
+    if v in state.pred_slotted:     # the predicate into a short-lived register, then the slot
+        b = _slot_temporary(regs, v, state)
+        ins = build.pred_save(regs, b, t, line)
+        ins.origin = Edit(EditKind.PSPILL, value)
+        store = build.spill_store(regs, b, state.array, line, state.base)
+        store.origin = Edit(EditKind.SPILL, value, state.slot(v))
+        return [ins, store]
     ins = build.spill_store(regs, t, state.array, line, state.base)
     ins.origin = Edit(EditKind.SPILL, value, state.slot(v))
-    return ins
+    return [ins]
+
+
+def _slot_temporary(regs, v: int, state: SpillState) -> int:
+    """A fresh 32-bit temporary carrying predicate ``v`` between its slot and a predicate
+    register; never spilled."""
+    b = regs.add(f"{regs.names[v]}$t", ".b32", RegClass.GPR32)
+    state.origin_of[b] = state.origin_of.get(v, v)
+    state.no_spill.add(b)
+    return b

@@ -118,8 +118,9 @@ class Dataflow:
                 if ev.in_flight is not None:
                     fl = ev.in_flight
                     line = self.msgs.sites[idx][1]
-                    st.pending = st.pending | frozenset(Pending(loc, v, fl.wait, line)
-                                                        for loc, v in fl.accessed)
+                    st.pending = st.pending | frozenset(
+                        Pending(loc, v, fl.wait, line, (loc, v) in fl.accumulators)
+                        for loc, v in fl.accessed)
             elif kind is Copy:
                 idx, src, dst, v, what, address = ev
                 for loc, av, k in address:
@@ -138,7 +139,20 @@ class Dataflow:
                 if st.pending:
                     st.pending = frozenset(p for p in st.pending if p.wait != "wgmma.wait_group")
             elif kind is Remat:
-                idx, dst, v = ev
+                idx, dst, v, reads = ev
+                for loc, ov, snap in reads:     # a predicate recomputed from registers
+                    hs = held.get(loc)
+                    if hs is None:
+                        hs = st.undef
+                    if ov not in hs:
+                        raise self.msgs.use_error(st, idx, loc, ov, "the recomputation's "
+                                                                    "operand")
+                    hs = held.get(snap)
+                    if hs is None or ov not in hs:
+                        raise self.msgs.fail_at(
+                            idx, f"recomputes {self.msgs.vname(v)} from "
+                                 f"{self.msgs.vname(ov)}, which may have been redefined or "
+                                 f"died since the definition it repeats")
                 if st.pending:
                     self.check_pending(st, idx, ((dst, v),), None, "", True)
                 write(st, overlaps, dst, frozenset((v,)))
@@ -159,6 +173,8 @@ class Dataflow:
                 if dead:
                     kill_set(st, dead)
             elif kind is RemovedDef:
+                for snap, ov in ev.snapshots:   # what a recomputation may read (above)
+                    write(st, overlaps, snap, frozenset((ov,)))
                 kill_set(st, dead_of[ev.idx] | {ev.value})
 
     def check_pending(self, st: State, idx: int, defs, in_flight, opcode: str, inserted: bool,
@@ -171,7 +187,7 @@ class Dataflow:
         same_family = None
         if in_flight is not None:
             same_family = in_flight.family
-        for ploc, pv, wait, line in st.pending:
+        for ploc, pv, wait, line, accumulator in st.pending:
             ov = overlaps[ploc]
             if inserted and src is not None and src in ov:
                 raise fail_at(idx, f"reads {display[src]} while the asynchronous "
@@ -180,8 +196,13 @@ class Dataflow:
             for d in defs:
                 loc, v = d[0], d[1]
                 if loc in ov:
-                    if not inserted and (v == pv or (same_family is not None
-                                                     and opcode.startswith(same_family))):
+                    # the next wgmma of a chain: it reads the pending accumulator value
+                    # where it writes its own (not a write-only accumulator over one in
+                    # flight, nor over an A fragment)
+                    if not inserted and (v == pv or (
+                            accumulator and same_family is not None
+                            and opcode.startswith(same_family)
+                            and (loc, pv) in in_flight.accessed)):
                         continue
                     raise fail_at(idx, f"writes {display[loc]} while the "
                                        f"asynchronous instruction of line {line} still "

@@ -27,20 +27,26 @@ class InFlight(NamedTuple):
     """The registers an asynchronous instruction keeps using until its wait (ISA table
     ``async_operands``): ``accessed`` its (location, value) pairs, ``wait`` the opcode prefix
     of the wait that retires them, ``family`` the opcode family whose later instructions may
-    keep writing them (``wgmma.mma_async``)."""
+    keep writing the ``accumulators`` among them (the pairs it writes: a ``wgmma``'s ``d``,
+    which the next ``wgmma.mma_async`` of a chain reads and writes again with no wait; PTX ISA
+    9.7.15.5.1 exempts accumulator accesses across ``wgmma.mma_async`` — not its A fragment,
+    which no other instruction may write before the wait)."""
 
     accessed: tuple[Def, ...]
     wait: str
     family: str
+    accumulators: frozenset = frozenset()
 
 
 class Pending(NamedTuple):
-    """One register of an asynchronous instruction not yet waited for, in the state."""
+    """One register of an asynchronous instruction not yet waited for, in the state;
+    ``accumulator``: the instruction writes it (:class:`InFlight`)."""
 
     loc: int
     value: int
     wait: str
     line: int
+    accumulator: bool = False
 
 
 class Original(NamedTuple):
@@ -80,11 +86,15 @@ class Copy(NamedTuple):
 
 
 class Remat(NamedTuple):
-    """``//@remat``: ``dst`` holds {value} afterwards."""
+    """``//@remat``: ``dst`` holds {value} afterwards. ``reads``: for a predicate recomputed
+    from registers (a ``setp``), per register operand (its location, the operand's value, the
+    snapshot location of that operand taken at the removed definition): the location must
+    hold the value, and so must the snapshot (the operand not redefined since)."""
 
     idx: int
     dst: int
     value: int
+    reads: tuple[tuple[int, int, int], ...] = ()
 
 
 class RemovedCopy(NamedTuple):
@@ -99,10 +109,13 @@ class RemovedCopy(NamedTuple):
 
 class RemovedDef(NamedTuple):
     """The ``//@removed`` pure definition of a rematerialized value: it is held nowhere
-    afterwards."""
+    afterwards. ``snapshots`` (a ``setp`` reading registers): (snapshot location, operand
+    value) pairs, each snapshot holding its operand's value from here until the operand is
+    redefined or dies in the original."""
 
     idx: int
     value: int
+    snapshots: tuple[tuple[int, int], ...] = ()
 
 
 class Wait(NamedTuple):

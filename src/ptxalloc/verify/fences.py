@@ -35,17 +35,18 @@ MMA_FAMILY = "wgmma.mma_async"
 def check_fenced_accesses(events: list, fences: list[int], cfg: Blocks,
                         fail_at: Callable[[int, str], Exception],
                         display: list[str]) -> None:
-    """``fences`` are the positions of the events a ``wgmma.fence`` comes just before,
-    ``cfg`` the allocated function's blocks over the same positions. Raises through
-    ``fail_at`` at the first write or read (in event order) from which a path with no
-    ``wgmma.fence`` leads to a ``wgmma.mma_async`` accessing the written register
-    asynchronously (:func:`ptxalloc.ir.fence_stretch.fence_free_ahead`: the function's start
-    counts as a fence, a back edge or a branch into the stretch and a branch over a fence are
-    followed), by inserted code, or by an original instruction writing or reading another
-    value than the one the ``wgmma`` accesses there (the original accessed its own registers;
-    that one came from the allocation). A ``wgmma.mma_async``'s own reads are not counted: the
-    ISA exempts accumulator accesses across ``wgmma.mma_async`` of one shape, and its other
-    register operands (descriptors) are 64-bit registers, another PTX register file."""
+    """``fences`` are the positions of the unguarded ``wgmma.fence`` events (a guarded one
+    may not run: a branch over a fence), ``cfg`` the allocated function's blocks over the same
+    positions. Raises through ``fail_at`` at the first write or read (in event order) from
+    which a path with no ``wgmma.fence`` leads to a ``wgmma.mma_async`` accessing the
+    register asynchronously (:func:`ptxalloc.ir.fence_stretch.fence_free_ahead`: the
+    function's start counts as a fence, a back edge or a branch into the stretch and a branch
+    over a fence are followed): by inserted code, whatever it copies, or by an original
+    instruction writing or reading another value than the one the ``wgmma`` accesses there
+    (the original accessed its own registers; that one came from the allocation). A
+    ``wgmma.mma_async``'s reads of its own accumulator are not counted (the ISA exempts
+    accumulator accesses across ``wgmma.mma_async``); its A fragment's are. Its descriptors
+    are 64-bit registers, another PTX register file."""
     accessed: list[dict[int, int]] = []         # per wgmma, in order: location -> value
     marks: dict[int, int] = {}
     for idx, ev in enumerate(events):
@@ -63,16 +64,18 @@ def check_fenced_accesses(events: list, fences: list[int], cfg: Blocks,
         if not mask:
             continue
         kind = type(ev)
-        if kind is Copy:
+        if kind is Copy:                # inserted: any access there is refused
             writes = ((ev.dst, -1),)
-            reads = ((ev.src, ev.value),) + tuple((loc, v) for loc, v, _ in ev.address)
-        elif kind is Remat:
-            writes, reads = ((ev.dst, -1),), ()
+            reads = ((ev.src, -1),) + tuple((loc, -1) for loc, _, _ in ev.address)
+        elif kind is Remat:             # inserted too: its register operands (a setp's)
+            writes, reads = ((ev.dst, -1),), tuple((loc, -1) for loc, _, _ in ev.reads)
         elif kind is Original:
             writes = ev.defs
-            reads = () if ev.in_flight is not None and \
-                ev.in_flight.family.startswith(MMA_FAMILY) else \
-                tuple((loc, v) for loc, v, _ in ev.uses)
+            reads = tuple((loc, v) for loc, v, _ in ev.uses)
+            if ev.in_flight is not None and ev.in_flight.family.startswith(MMA_FAMILY):
+                # a wgmma's reads of its own accumulator are the chain the ISA exempts;
+                # its A fragment is read like any register
+                reads = tuple(r for r in reads if r not in ev.in_flight.accumulators)
         else:
             continue
         held = reach.get(mask)

@@ -32,6 +32,13 @@ ANNOTATION = re.compile(r"//@(spill|reload|remat|move|pspill|preload|save|restor
                         r"\s*$|//@(csave|crestore)\s+R(\d+)\s*$")
 
 
+#: A merged spill access (``.v2``/``.v4``: docs/allocated-ptx.md, "Merged spill accesses"):
+#: group 1 the kind, 2 its two to four values ``name#id``; or group 3 the kind of a merged
+#: callee save, 4 its registers ``Rn``.
+MERGED = re.compile(r"//@(spill|reload|save|restore)((?:\s+\S+#\d+){2,4})\s*$"
+                    r"|//@(csave|crestore)((?:\s+R\d+){2,4})\s*$")
+
+
 class CheckerInputError(PtxallocError):
     """The two files cannot be compared at all (no allocation header, functions that do not
     correspond, an unreadable header): exit status 2."""

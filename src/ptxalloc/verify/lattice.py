@@ -7,8 +7,9 @@ The lattice
 * **Values** ``V``: the original function's virtual registers; under ``abi=1`` in a ``.func``
   also one pseudo-value ``Rn@entry`` per callee-saved register (its value at entry).
 * **Locations** ``L``: GPR placements (runs of 16-bit units), predicates ``P0``-``P6``,
-  spill-slot byte ranges of the spill array, pinned old-ABI ``.reg`` parameters
-  (:mod:`.locations`). ``l ⋈ l'`` (overlap) when they share a unit or a byte; ``l ⋈ l``.
+  spill-slot byte ranges of the spill array, pinned old-ABI ``.reg`` parameters, and operand
+  snapshots ``snap(v, u)`` (:mod:`.locations`). ``l ⋈ l'`` (overlap) when they share a unit
+  or a byte; ``l ⋈ l``.
 * **States** ``σ : L → 𝒫(V)``, ``σ(l)`` the values ``l`` surely holds, together with the set
   ``F`` of asynchronous registers in flight (:class:`.events.Pending`).
 * **Order**: ``σ ⊑ σ'`` iff ``σ(l) ⊆ σ'(l)`` for every ``l`` (knowing less is lower), and
@@ -50,7 +51,11 @@ copy ``s → d`` of ``v`` (``//@move``,  check ``v ∈ σ(s)`` where ``v`` is li
 ``//@save``, ``//@restore``,
 ``//@csave``, ``//@crestore``)
 ``//@remat v`` into ``l``              (its form checked by :mod:`.matching`)
-                                       ``write(σ, l, {v})``
+                                       ``write(σ, l, {v})``; a ``setp`` of registers
+                                       first checks each operand ``u`` in ``σ(l_u)`` and
+                                       in ``σ(snap(v, u))``
+``//@removed`` ``setp`` of registers   ``write(σ, snap(v, u), {u})`` per operand ``u``, then
+                                       as below
 ``//@removed`` copy ``mov d, s`` in    check ``s ∈ σ(l)``; ``kill(σ, {d})``, then
 one location ``l``                     ``σ(l) ∪= {d}``
 ``//@removed`` pure definition of v    ``kill(σ, {v})`` (any unguarded pure instruction of
@@ -73,7 +78,8 @@ wait (``wgmma.wait_group 0``,          remove that family's entries from ``F``
 
 After each original instruction (and removed line), the values that die there are killed.
 What needs no state is checked by :mod:`.matching` instead: the forms of inserted and removed
-instructions (a ``//@remat`` repeats its value's unique, unguarded, pure definition), legal
+instructions (a ``//@remat`` repeats its value's unique, unguarded, pure definition, or a
+predicate's ``setp`` of registers with registers holding them), legal
 placements, and under ``abi=1`` the convention's bindings: an ``ld.param``/``st.param``/
 ``call`` operand the convention binds is the bound register (:mod:`.bindings`).
 """

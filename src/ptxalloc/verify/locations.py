@@ -13,7 +13,9 @@ decoder and models aliasing with its own unit arithmetic. A *location* is
   ``%URD<n>`` (the pair URn:URn+1, n even), ``%UP<n>`` (0 <= n <= 6) — whether the value in
   one is uniform is :mod:`.uniform`'s check;
 * a spill slot: a byte range ``[off, off + size)`` of the function's ``.local`` spill array;
-* a pinned register: an old-ABI ``.reg`` parameter, which keeps its own name.
+* a pinned register: an old-ABI ``.reg`` parameter, which keeps its own name;
+* an operand snapshot, named by no instruction: the value a register operand of a predicate's
+  removed ``setp`` held there (:mod:`.matching`, a predicate recomputed from registers).
 
 Two locations *overlap* when they share a unit (or a byte, for slots): writing one destroys
 whatever the other held. Units, not names, decide: writing ``%R4`` destroys what ``%RD4`` (R4:R5)
@@ -24,9 +26,10 @@ from __future__ import annotations
 
 import re
 
-GPR, PRED, SLOT, PIN, UGPR, UPRED = 0, 1, 2, 3, 4, 5
+GPR, PRED, SLOT, PIN, UGPR, UPRED, SNAPSHOT = 0, 1, 2, 3, 4, 5, 6
 SPACE_NAMES = {GPR: "GPR", PRED: "predicate", SLOT: "spill slot", PIN: "pinned register",
-               UGPR: "uniform register", UPRED: "uniform predicate"}
+               UGPR: "uniform register", UPRED: "uniform predicate",
+               SNAPSHOT: "operand snapshot"}
 
 #: Uniform registers the model has: UR0-UR62 and UP0-UP6 (URZ and UPT are architectural).
 UNIFORM_REGS = 63
@@ -193,6 +196,14 @@ class Locations:
             return got
         return self._add(key, f"[{self.spill_array}+{offset}] ({size} bytes)", SLOT, offset,
                          size)
+
+    def snapshot(self, value: int, operand: int, name: str) -> int:
+        """A location no instruction names: what operand ``operand`` (an index) of the removed
+        definition of ``value`` read there, for as long as that register is not redefined
+        (a predicate recomputed from registers, :mod:`.matching`). It overlaps nothing."""
+        key = (SNAPSHOT, value, operand)
+        got = self._ids.get(key)
+        return got if got is not None else self._add(key, name, SNAPSHOT, 0, 0)
 
     def space(self, loc: int) -> int:
         return self.keys[loc][0]

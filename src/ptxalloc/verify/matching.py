@@ -33,8 +33,8 @@ from .blocks import Blocks
 from .convention import callee_saved, caller_saved
 from .events import (Copy, Event, InFlight, Original, Remat, RemovedCopy, RemovedDef, Serialized,
                      Wait)
-from .fences import FENCE_OPCODE, check_fenced_accesses
-from .header import ANNOTATION, HEADER, HOIST, PROMOTE, REMOVED, SBASE, SERIALIZE, Header
+from .fences import FENCE_OPCODE, MMA_FAMILY, check_fenced_accesses
+from .header import ANNOTATION, HEADER, HOIST, MERGED, PROMOTE, REMOVED, SBASE, SERIALIZE, Header
 from .locations import CLASS_BITS, CLASS_FAMILY, CLASS_UNIFORM_FAMILY, Locations
 from .messages import Messages, first_diff
 from .placements import Placements
@@ -42,6 +42,10 @@ from ..ir.induction import INDUCTION
 from ..ir.recompute import DEAD, RECOMPUTE
 from .schedule import SCHEDULE
 from .shared import ABI_REASON, BASE_OFFSET, SCRATCH_OFFSET, BaseRun, check_area
+
+
+#: the stand-in opcode of a merged spill access's second and later members in the CFG
+MERGED_MEMBER = "ptxalloc.merged"
 
 
 class Matched(NamedTuple):
@@ -171,20 +175,38 @@ class Matcher:
         array_decl = None
         # the previous label or instruction other than spill code (what a //@serialize follows)
         last = None
-        fences: list[int] = []                  # events a wgmma.fence precedes (:mod:`.fences`)
+        fences: list[int] = []                  # the unguarded wgmma.fence events (:mod:`.fences`)
+        mmas = False                            # whether a wgmma.mma_async is among them
         for s in self.alloc.body:
             t = type(s)
             before = last
             if t is Instruction:
                 idx = len(events)
                 m = ANNOTATION.match(s.comment) if s.comment else None
-                if m is None or not m.group(1) or m.group(1) == "remat":
+                merged = MERGED.match(s.comment) if s.comment and m is None else None
+                if merged is not None:
+                    if merged.group(3):
+                        last = s
+                elif m is None or not m.group(1) or m.group(1) == "remat":
                     last = s
-                if s.opcode.startswith(FENCE_OPCODE):
-                    fences.append(idx)
+                if s.opcode.startswith(FENCE_OPCODE) and s.guard < 0:
+                    fences.append(idx)      # a guarded fence is a branch over one: no fence
+                elif s.opcode.startswith(MMA_FAMILY):
+                    mmas = True
             elif t is Label:
                 last = s
-            if t is Instruction:
+            if t is Instruction and merged is not None:
+                # one event per member, the first at the instruction itself, the others at
+                # stand-ins after it (the events and the CFG's statements correspond 1:1)
+                kind = merged.group(1) or merged.group(3)
+                got = self._merged(s, merged, idx)
+                events.extend(got)
+                counts[kind] = counts.get(kind, 0) + len(got)
+                counts["merged"] = counts.get("merged", 0) + 1
+                syn_body.append(s)
+                syn_body.extend(Instruction(MERGED_MEMBER, [], line=s.line) for _ in got[1:])
+                self.base_run.interrupt()
+            elif t is Instruction:
                 if m is not None:
                     self.sites.append((s, s.line, None))
                     kind = m.group(1) or m.group(4)
@@ -283,7 +305,8 @@ class Matcher:
             raise VerificationError(f"{self.where_fn()}: a spill array is declared but the "
                                     f"header names none")
         cfg = Blocks(syn_body, self.alloc.branch_targets, self.alloc.name, self.alloc.filename)
-        check_fenced_accesses(events, fences, cfg, self.fail_at, self.locs.display)
+        if mmas:
+            check_fenced_accesses(events, fences, cfg, self.fail_at, self.locs.display)
         # what holds a value at entry besides the implicit values
         entry = [(self.locs.pinned(self.oregs.names[v]), v, False) for v in self.in_params]
         entry += [(self.places.reg_loc(r), e, True) for r, e in self.callee_values.items()]
@@ -392,7 +415,8 @@ class Matcher:
                     # vector member or a plain register (tcgen05.ld.red's redval)
                     accessed = dict.fromkeys((loc, v) for loc, v in defs if v in values)
                     accessed.update(((loc, v), None) for loc, v, _ in uses if v in values)
-                    asyn = InFlight(tuple(accessed), wait, base + "." + opc.split(".")[1])
+                    asyn = InFlight(tuple(accessed), wait, base + "." + opc.split(".")[1],
+                                    frozenset((loc, v) for loc, v in defs if v in values))
                 if opc.startswith("wgmma.wait_group"):
                     if o.ops and type(o.ops[0]) is Imm and o.ops[0].text.strip() == "0":
                         wait_clear = "wgmma.wait_group"
@@ -510,16 +534,21 @@ class Matcher:
     def _callee_save(self, a: Instruction, kind: str, r: int, idx: int) -> Event:
         """``//@csave Rn`` stores callee-saved Rn's entry value in the prologue of a ``.func``;
         ``//@crestore Rn`` puts it back before a ``ret``."""
-        e = self.callee_values.get(r)
-        if e is None:
-            raise self.fail_at(idx, f"R{r} is not a callee-saved register of this function "
-                                    f"(budget {self.budget}{'' if self.abi else ', no abi=1'})")
         ops = a.ops
         prefix = "st.local." if kind == "csave" else "ld.local."
         if (a.guard >= 0 or not a.opcode.startswith(prefix) or len(ops) != 2
                 or _type_bits(a.opcode[len(prefix):]) != 32):
             raise self.fail_at(idx, f"a {kind} of R{r} must be '{prefix}b32' with two operands")
         mem, reg = (ops[0], ops[1]) if kind == "csave" else (ops[1], ops[0])
+        return self._callee_copy(kind, r, reg, mem, idx)
+
+    def _callee_copy(self, kind: str, r: int, reg, mem, idx: int) -> Copy:
+        """The copy of a callee save or restore of Rn: ``reg`` must be Rn, ``mem`` its 4-byte
+        slot."""
+        e = self.callee_values.get(r)
+        if e is None:
+            raise self.fail_at(idx, f"R{r} is not a callee-saved register of this function "
+                                    f"(budget {self.budget}{'' if self.abi else ', no abi=1'})")
         if type(reg) is not Reg or reg.comp or self.aregs.names[reg.v] != f"%{self.stem}R{r}":
             raise self.fail_at(idx, f"a {kind} of R{r} must move %{self.stem}R{r}")
         p = self.places.decode(self.aregs.names[reg.v], "register", idx)
@@ -531,7 +560,10 @@ class Matcher:
         return Copy(idx, slot, rloc, e, f"callee-saved R{r} restore")
 
     def _value_of(self, m: re.Match, idx: int) -> int:
-        name, vid = m.group(2), int(m.group(3))
+        return self._value_named(m.group(2), int(m.group(3)), idx)
+
+    def _value_named(self, name: str, vid: int, idx: int) -> int:
+        """The original register an annotation names ``name#vid`` (checked)."""
         if vid >= len(self.oregs) or self.oregs.names[vid] != name:
             raise self.fail_at(idx, f"the annotation names {name}#{vid}, which is not a register "
                                     f"of the original function")
@@ -544,18 +576,11 @@ class Matcher:
         if a.guard >= 0:
             raise self.fail_at(idx, f"an inserted {kind} may not be guarded")
         cls = self.oclass[v]
-        vec = self.oregs.vec[v]
         ops = a.ops
         opc = a.opcode
-        home = None
-        if cls == "PRED" and kind in ("spill", "reload", "save", "restore", "move") and not (
-                kind == "move" and opc == "mov.pred"):
-            # a predicate saved in its 32-bit home register (//@pspill) travels as that
-            # register: spilled, reloaded or copied as a .b32 holding 0 or 1
-            home = "GPR32"
-        width_bits = CLASS_BITS[home or cls] * max(1, vec) if (home or cls) != "PRED" else 0
+        home, width_bits = self._moved_as(kind, v, opc)
         if kind in ("spill", "reload", "save", "restore"):
-            space = "shared" if self.shared and kind in ("spill", "reload") else "local"
+            space = self._space(kind)
             prefix = f"st.{space}." if kind in ("spill", "save") else f"ld.{space}."
             if not opc.startswith(prefix) or _type_bits(opc[len(prefix):]) != width_bits \
                     or len(ops) != 2:
@@ -563,19 +588,7 @@ class Matcher:
                                         f"'{prefix}b{width_bits}' with two operands")
             store = kind in ("spill", "save")
             mem, reg = (ops[0], ops[1]) if store else (ops[1], ops[0])
-            if type(reg) is not Reg or reg.comp:
-                raise self.fail_at(idx, f"the {kind}ed register is not a plain register")
-            address = ()
-            if space == "shared":
-                slot, address = self._shared_slot(mem, width_bits // 8, idx)
-            else:
-                slot = self.slot_loc(mem, width_bits // 8, idx)
-            rloc = self.value_loc(reg.v, v, "", "register", idx, home)
-            what = {"spill": "spill store", "reload": "reload", "save": "save before a call",
-                    "restore": "restore after a call"}[kind]
-            if store:
-                return Copy(idx, rloc, slot, v, what, address)
-            return Copy(idx, slot, rloc, v, what, address)
+            return self._slot_copy(kind, v, reg, mem, idx)
         if kind == "move":
             if (len(ops) != 2 or not opc.startswith("mov.") or any(
                     type(op) is not Reg or op.comp for op in ops)
@@ -616,17 +629,142 @@ class Matcher:
                                     f"only a value with one can be rematerialized")
         o = d[0]
         why = _impure(o, self.kernel_params)
-        if why:
+        reads = why and self._register_compare(o)
+        if why and not reads:
             raise self.fail_at(idx, f"{self.vname(v)} cannot be rematerialized: its definition "
                                     f"(original line {o.line}) {why}")
+        same = (lambda i, x, y: type(y) is Reg and not y.comp) if reads else (
+            lambda i, x, y: _same_text(x, y))
         if (a.opcode != o.opcode or len(a.ops) != len(o.ops) or type(a.ops[0]) is not Reg
-                or a.ops[0].comp or any(not _same_text(x, y) for x, y in zip(o.ops[1:],
-                                                                              a.ops[1:]))):
+                or a.ops[0].comp or any(
+                    not (same(i, x, y) if type(x) is Reg else _same_text(x, y))
+                    for i, (x, y) in enumerate(zip(o.ops[1:], a.ops[1:]), 1))):
             raise self.fail_at(idx, f"a rematerialization of {self.vname(v)} must repeat its "
                                     f"definition '{o.render(self.oregs.names.__getitem__)}' "
-                                    f"(original line {o.line}) with another destination")
+                                    f"(original line {o.line}) with another destination"
+                                    + (" and registers holding its operands" if reads else ""))
         dst = self.value_loc(a.ops[0].v, v, "", "destination", idx)
-        return Remat(idx, dst, v)
+        if not reads:
+            return Remat(idx, dst, v)
+        # a predicate recomputed from registers: each one must hold its operand, unchanged
+        # since the removed definition read it (the operand's snapshot still holds it)
+        uses = tuple((self.value_loc(y.v, x.v, "", f"operand {i}", idx), x.v,
+                      self._snapshot(v, i, x.v))
+                     for i, (x, y) in enumerate(zip(o.ops[1:], a.ops[1:]), 1)
+                     if type(x) is Reg)
+        return Remat(idx, dst, v, uses)
+
+    def _register_compare(self, o: Instruction) -> bool:
+        """Whether original ``o`` is a predicate's unguarded ``setp`` of general registers and
+        immediates, one destination: recomputable where its operands still hold the values it
+        read (docs/checker.md, "Predicates recomputed from registers")."""
+        if (o.opcode.split(".", 1)[0] != "setp" or o.guard >= 0 or len(o.defs) != 1
+                or not o.ops or type(o.ops[0]) is not Reg or o.ops[0].comp
+                or self.oclass[o.ops[0].v] != "PRED"):
+            return False
+        regs = [x for x in o.ops[1:] if type(x) is Reg]
+        return bool(regs) and all(
+            type(x) is Imm or (type(x) is Reg and not x.comp and self.oclass[x.v] != "PRED"
+                               and x.v != o.ops[0].v) for x in o.ops[1:])
+
+    def _snapshot(self, v: int, i: int, operand: int) -> int:
+        """The snapshot location of operand ``i`` (register ``operand``) of ``v``'s
+        definition."""
+        return self.locs.snapshot(v, i, f"{self.vname(operand)} as {self.vname(v)}'s "
+                                        f"definition read it")
+
+    def _moved_as(self, kind: str, v: int, opc: str) -> tuple[str | None, int]:
+        """How an inserted copy of value ``v`` moves it: the class it travels as when not its
+        own (a predicate saved in its 32-bit home register by //@pspill travels as that
+        register: spilled, reloaded or copied as a .b32 holding 0 or 1), and its width in
+        bits (0 for a predicate)."""
+        cls = self.oclass[v]
+        home = None
+        if cls == "PRED" and kind in ("spill", "reload", "save", "restore", "move") and not (
+                kind == "move" and opc == "mov.pred"):
+            home = "GPR32"
+        width_bits = (CLASS_BITS[home or cls] * max(1, self.oregs.vec[v])
+                      if (home or cls) != "PRED" else 0)
+        return home, width_bits
+
+    def _space(self, kind: str) -> str:
+        """The state space a spill access of ``kind`` uses."""
+        return "shared" if self.shared and kind in ("spill", "reload") else "local"
+
+    def _slot_copy(self, kind: str, v: int, reg, mem, idx: int) -> Copy:
+        """The copy a spill store, reload, save or restore of value ``v`` makes between
+        register operand ``reg`` and the slot at ``mem``."""
+        home, width_bits = self._moved_as(kind, v, "")
+        if type(reg) is not Reg or reg.comp:
+            raise self.fail_at(idx, f"the {kind}ed register is not a plain register")
+        address = ()
+        if self._space(kind) == "shared":
+            slot, address = self._shared_slot(mem, width_bits // 8, idx)
+        else:
+            slot = self.slot_loc(mem, width_bits // 8, idx)
+        rloc = self.value_loc(reg.v, v, "", "register", idx, home)
+        what = {"spill": "spill store", "reload": "reload", "save": "save before a call",
+                "restore": "restore after a call"}[kind]
+        if kind in ("spill", "save"):
+            return Copy(idx, rloc, slot, v, what, address)
+        return Copy(idx, slot, rloc, v, what, address)
+
+    def _merged(self, a: Instruction, m: re.Match, idx: int) -> list[Event]:
+        """A merged spill access (docs/allocated-ptx.md, "Merged spill accesses"): one
+        ``.v2``/``.v4`` store or reload of 32- or 64-bit values, at most 16 bytes, at an
+        offset aligned to its whole size, doing what its members' scalar accesses do, member
+        k between the k-th register and the k-th slot from that offset: one copy event per
+        member, at ``idx``, ``idx + 1`` ... (their sites registered here)."""
+        kind = m.group(1) or m.group(3)
+        words = (m.group(2) or m.group(4)).split()
+        n = len(words)
+        for _ in words:
+            self.sites.append((a, a.line, None))
+        store = kind in ("spill", "save", "csave")
+        space = self._space(kind)
+        prefix = ("st." if store else "ld.") + space + "."
+        form = re.fullmatch(re.escape(prefix) + r"v([24])\.b(32|64)", a.opcode)
+        if a.guard >= 0:
+            raise self.fail_at(idx, f"an inserted {kind} may not be guarded")
+        if form is None or int(form.group(1)) != n or len(a.ops) != 2:
+            forms = f"'{prefix}v{n}.b32'" + (f" or '{prefix}v{n}.b64'" if n == 2 else "")
+            raise self.fail_at(idx, f"a merged {kind} of {n} values must be {forms} with an "
+                                    f"address and a vector of {n} registers")
+        bits = int(form.group(2))
+        if n * bits > 128:
+            raise self.fail_at(idx, f"a merged {kind} moves at most 16 bytes, not "
+                                    f"{n * bits // 8}")
+        mem, vec = (a.ops[0], a.ops[1]) if store else (a.ops[1], a.ops[0])
+        if type(vec) is not Vec or len(vec.items) != n or any(
+                type(r) is not Reg or r.comp for r in vec.items):
+            raise self.fail_at(idx, f"a merged {kind} must move a vector of {n} plain "
+                                    f"registers")
+        # the whole access: in the frame (or the shared frame) and aligned to its size
+        if space == "shared":
+            self._shared_slot(mem, n * bits // 8, idx)
+        else:
+            self.slot_loc(mem, n * bits // 8, idx)
+        off = int(mem.offset.replace(" ", "") or "0", 0)
+        if not store and len({self.aregs.names[r.v] for r in vec.items}) < n:
+            raise self.fail_at(idx, f"the registers of a merged {kind} must differ")
+        out: list[Event] = []
+        for k, (word, reg) in enumerate(zip(words, vec.items)):
+            member = Mem(mem.base, f"+{off + k * bits // 8}")
+            if kind in ("csave", "crestore"):
+                if bits != 32:          # as the scalar form: a callee-saved register is .b32
+                    raise self.fail_at(idx + k, f"a merged {kind} moves 32-bit registers, "
+                                                f"not a .b{bits} access")
+                out.append(self._callee_copy(kind, int(word[1:]), reg, member, idx + k))
+                continue
+            name, _, vid = word.rpartition("#")
+            v = self._value_named(name, int(vid), idx + k)
+            width = self._moved_as(kind, v, "")[1]
+            if width != bits:
+                raise self.fail_at(idx + k, f"member {k + 1} of a merged {kind} is "
+                                            f"{self.vname(v)}, a {width}-bit value, in a "
+                                            f".b{bits} access")
+            out.append(self._slot_copy(kind, v, reg, member, idx + k))
+        return out
 
     def _removed(self, o: Instruction, text: str, idx: int) -> Event:
         body = text[len(REMOVED):].strip()
@@ -650,12 +788,18 @@ class Matcher:
         # a copy between two registers, the definition of a rematerialized value or any pure
         # definition: held nowhere afterwards, so sound whatever it reads
         why = _impure(o, self.kernel_params)
-        why_not_pure = why and _not_dead_removable(o)
+        v = o.ops[0].v
+        if not why:
+            return RemovedDef(idx, v)
+        if self._register_compare(o):
+            return RemovedDef(idx, v, tuple((self._snapshot(v, i, x.v), x.v)
+                                            for i, x in enumerate(o.ops[1:], 1) if type(x) is Reg))
+        why_not_pure = _not_dead_removable(o)
         if why_not_pure:
             raise self.fail_at(idx, f"only a copy within one register, the definition of a "
                                     f"rematerialized value or a pure definition may be "
                                     f"removed; this one {why} and {why_not_pure}")
-        return RemovedDef(idx, o.ops[0].v)
+        return RemovedDef(idx, v)
 
 
 
