@@ -108,6 +108,32 @@ def test_dead_definitions():
     assert (done.original_removed, done.moves_removed) == (1, 1)
 
 
+def test_a_guarded_ret_reads_its_guard():
+    """``@%p ret`` reads %p: the setp before it stays (found by tests/property/test_fuzz_alloc:
+    the end of the function was taken to read only what is live on exit)."""
+    lines, done = _clean("\tsetp.gt.s32 %p1, %r1, 0;\n\t@%p1 ret;\n"
+                         "\tst.global.u32 [%rd1], %r1;", moves=0)
+    assert "setp.gt.s32\t%p1, %r1, 0;" in lines and not done
+
+
+#: the fuzz example: recomputed setps before guarded adds and a guarded ret, at K = 4
+FUZZ_GUARDED_RET = (HDR + ".visible .entry fz_k(.param .u64 fz_k_in, .param .u64 fz_k_out)\n{\n"
+                    "\t.reg .pred %p<2>;\n\t.reg .b32 %r<3>;\n\t.reg .f32 %f<1>;\n"
+                    "\t.reg .b64 %ra<2>;\n\tld.param.u64 %ra0, [fz_k_in];\n"
+                    "\tld.param.u64 %ra1, [fz_k_out];\n\tcvta.to.global.u64 %ra0, %ra0;\n"
+                    "\tcvta.to.global.u64 %ra1, %ra1;\n\tsetp.ne.s32 %p0, 0, 0;\n"
+                    "\t@%p0 add.s32 %r0, %r0, %r0;\n\tadd.s32 %r0, %r0, %r0;\n"
+                    "\tadd.f32 %f0, %f0, %f0;\n\t@%p0 add.s32 %r0, %r0, %r0;\n"
+                    "\t@%p0 ret;\n\tst.global.u32 [%ra1+0], %r0;\n"
+                    "\tst.global.u32 [%ra1+4], %r1;\n\tret;\n}\n")
+
+
+def test_the_fuzz_example_with_a_guarded_ret_is_proven():
+    res = allocate(FUZZ_GUARDED_RET, registers=4)
+    assert res.functions[0].extra["cleanup"]["original_removed"] >= 2    # the cvta, the add.f32
+    _proven_from_the_original(FUZZ_GUARDED_RET, res)
+
+
 DEAD_PTX = _kernel("\tadd.s32 %r2, %r1, 7;\n\tmul.lo.s32 %r7, %r2, %r2;\n"
                    "\tld.volatile.global.u32 %r3, [%rd1];\n\tsetp.gt.s32 %p1, %r1, 0;\n"
                    "\t@%p1 add.s32 %r5, %r1, 3;\n\tst.global.u32 [%rd1], %r1;")

@@ -254,11 +254,11 @@ def _effect(ins: Instruction, mask_of: dict[int, int], everything: int,
     end of the function those live on exit."""
     if is_call(ins):
         return everything, 0
-    if ins.base in ("ret", "exit"):
-        return exit_live, 0
     gen = 0
-    for u in ins.uses:
+    for u in ins.uses:              # a guard included
         gen |= mask_of.get(u, 0)
+    if ins.base in ("ret", "exit"):
+        return gen | exit_live, 0
     kill = 0
     if ins.guard < 0:
         for d in ins.defs:
