@@ -540,6 +540,18 @@ def test_removed_dead_definitions():
            r"and is guarded")
 
 
+def test_a_removed_line_defining_no_single_register_is_refuted():
+    """Only a definition of one whole register may be written ``//@removed``: a store or a
+    ``ret`` so written is refuted with its reason (it crashed the checker; review8c)."""
+    good = dead_alloc("add.s32 %R1, %R0, 7;", *KEPT)
+    prove(ORIG_DEAD, good)
+    for line, removed in (("st.global.u32 [%RD6], %R0;", "st.global.u32\t[%RD6], %R0;"),
+                          ("ret;", "ret;")):
+        bad = good.replace("\t" + line, "\t//@removed " + removed, 1)
+        assert bad != good
+        refute(ORIG_DEAD, bad, r"does not define exactly one whole register")
+
+
 def test_propagated_copy_use():
     """A read of an inserted copy's destination rewritten to read its source (copy
     propagation after allocation) is proven while the source still holds the value; rewritten

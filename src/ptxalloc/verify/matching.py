@@ -787,6 +787,11 @@ class Matcher:
             return RemovedCopy(idx, loc, d, s)
         # a copy between two registers, the definition of a rematerialized value or any pure
         # definition: held nowhere afterwards, so sound whatever it reads
+        if not _defines_one_register(o):
+            raise self.fail_at(idx, f"only a copy within one register, the definition of a "
+                                    f"rematerialized value or a pure definition may be "
+                                    f"removed; this one does not define exactly one whole "
+                                    f"register")
         why = _impure(o, self.kernel_params)
         v = o.ops[0].v
         if not why:
@@ -911,6 +916,12 @@ def _impure(o: Instruction, kernel_params: frozenset = frozenset()) -> str:
     return "has a source that is neither an immediate nor a symbol"
 
 
+def _defines_one_register(o: Instruction) -> bool:
+    """Whether ``o``'s first operand is the one whole register it defines."""
+    return (len(o.defs) == 1 and bool(o.ops) and type(o.ops[0]) is Reg and not o.ops[0].comp
+            and o.ops[0].v == o.defs[0])
+
+
 def _not_dead_removable(o: Instruction) -> str:
     """Why the original instruction is not a definition that may be removed when its value
     is dead ('' when it is one): unguarded, one whole register defined, pure and outside the
@@ -918,8 +929,7 @@ def _not_dead_removable(o: Instruction) -> str:
     any later read of it is refuted."""
     if o.guard >= 0:
         return "is guarded"
-    if (len(o.defs) != 1 or not o.ops or type(o.ops[0]) is not Reg or o.ops[0].comp
-            or o.ops[0].v != o.defs[0]):
+    if not _defines_one_register(o):
         return "does not define exactly one whole register"
     if effect_kind(o) != PURE:
         return f"is a '{o.opcode}', which is not pure"
