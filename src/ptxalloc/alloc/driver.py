@@ -343,12 +343,17 @@ def _predicates_to_slots(a: Allocation) -> bool:
     ``PredicateSlots`` at 1 or 3): at the largest budget (255, where the registers used are the
     measure; under a smaller one that it fits, registers saved buy nothing and slots cost spill
     bytes), it holds predicates in general registers, stores nothing to memory and uses more
-    registers than MaxLive of its code as allocated."""
+    registers than MaxLive of its code as allocated — and, at 1, where MaxLive would let more
+    warps fit than its registers do (else the slots could not be kept: the cheap test before a
+    second allocation)."""
     r = a.result
-    return (knob_table.resolve(a.options.knobs)["PredicateSlots"] in (1, 3)
+    mode = knob_table.resolve(a.options.knobs)["PredicateSlots"]
+    return (mode in (1, 3)
             and a.budget >= MAX_REGS_PER_THREAD and bool(a.state.pred_home)
             and r.spill_stores_bytes + r.spill_loads_bytes == 0
-            and r.registers > r.max_live_legalized)
+            and r.registers > r.max_live_legalized
+            and (mode == 3 or warps_by_registers(a.sm, r.max_live_legalized)
+                 > warps_by_registers(a.sm, r.registers)))
 
 
 def _keep_slots_where_more_warps_fit(held: FunctionResult, slotted: FunctionResult,
