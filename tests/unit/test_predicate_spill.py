@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import DATA, assert_chain_proven_and_assembles, corpus_module
@@ -352,8 +352,30 @@ def _predicate_programs(draw):
                   "\tld.param.u64 %rd1, [out];\n" + "\n".join(body) + "\n\tret;\n}\n")
 
 
+#: found by the property test below after the post-allocation cleanup merged: %r3's only
+#: original reads after its load are the setp of %p3 (recomputed, its definition removed) and
+#: an add the cleanup removed as dead, so the checker's liveness let %r3 die before the
+#: recomputation reading it (a recomputation's register reads now count as uses there)
+OPERAND_READ_ONLY_BY_THE_RECOMPUTATION = HDR + """.visible .entry fuzz(.param .u64 out)
+{
+	.reg .pred %p<11>;
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<2>;
+	ld.param.u64 %rd1, [out];
+	ld.global.u32 %r1, [%rd1+4];
+	ld.global.u32 %r2, [%rd1+8];
+	ld.global.u32 %r3, [%rd1+12];
+""" + "".join(f"\tsetp.lt.s32 %p{p}, %r1, %r{3 if p == 3 else 1};\n" for p in range(1, 11)) + \
+    """\tadd.s32 %r2, %r2, 1;
+\t@%p3 st.global.u32 [%rd1+64], %r1;
+\tadd.s32 %r3, %r3, 1;
+""" + "".join(f"\t@%p{p} st.global.u32 [%rd1+{64 + 4 * i}], %r1;\n"
+              for i, p in enumerate((2, 1, 4, 5, 6, 7, 8, 9, 10), 1)) + "\tret;\n}\n"
+
+
 @settings(max_examples=200, deadline=None)
 @given(_predicate_programs(), st.sampled_from([4, 6, 255]))
+@example(OPERAND_READ_ONLY_BY_THE_RECOMPUTATION, 4)
 def test_recomputed_and_slotted_predicates_are_always_proven(text, k):
     """Whatever mix of recomputation, slots and registers the spiller picks, the independent
     checker proves it (``allocate`` verifies; a refutation would raise), also where the operands spill

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from ..util import bits
 from .blocks import Blocks
-from .events import Copy, Original, RemovedCopy, RemovedDef
+from .events import Copy, Original, Remat, RemovedCopy, RemovedDef
 from .lattice import EMPTY
 
 
@@ -30,7 +30,8 @@ def _bitset(x: int) -> frozenset:
 
 
 def _effects(events: list) -> list:
-    """Per event, (gen, kill, touched) bitsets of original values, or None for inserted code."""
+    """Per event, (gen, kill, touched) bitsets of original values, or None for inserted code
+    (but a recomputation reading registers, which reads their values)."""
     out: list = [None] * len(events)
     for i, ev in enumerate(events):
         t = type(ev)
@@ -43,6 +44,14 @@ def _effects(events: list) -> list:
         elif t is RemovedDef:
             k = 1 << ev.value
             out[i] = (0, k, k)
+        elif t is Remat and ev.reads:
+            # a predicate recomputed from registers reads its operands' values there: they
+            # are live up to it, though no original instruction reads them after the removed
+            # definition it repeats (else they would die, and be dropped, before it)
+            g = 0
+            for _, ov, _ in ev.reads:
+                g |= 1 << ov
+            out[i] = (g, 0, g)
     return out
 
 
