@@ -253,27 +253,29 @@ def allocate_function(fn: Function, sm: SMProfile, budget: int,
         a.result.notes.append(f"predicates recomputed from registers: {e.__cause__}; "
                               f"allocated without recomputing them")
     result = a.result
-    if two and a.gave_way and _second_choice(a):
-        without = replace(options, knobs={**options.knobs, "SpillEvictGroup": 0})
+
+    def again(knob: str, value: int, failed: str) -> FunctionResult | None:
+        """The function allocated a second time with ``knob`` at ``value``; None, with a note
+        on the first, where that allocation fails (the first stands on its own, proven where
+        asked; a checker refutation or an internal error of the second is a bug, and is
+        raised)."""
+        other = replace(options, knobs={**options.knobs, knob: value})
         try:
-            other = _allocate_once(fn, sm, budget, without, allocator, module_decls,
-                                   written).result
+            return _allocate_once(fn, sm, budget, other, allocator, module_decls,
+                                  written).result
         except AllocationError as e:
-            # the allocation giving way stands on its own (proven where asked); a checker
-            # refutation or an internal error of the second one is a bug, and is raised
-            result.notes.append(f"giving way: the allocation without it failed ({e}); kept "
-                                f"the one giving way")
-        else:
+            result.notes.append(failed.format(e))
+            return None
+
+    if two and a.gave_way and _second_choice(a):
+        other = again("SpillEvictGroup", 0, "giving way: the allocation without it failed "
+                                            "({}); kept the one giving way")
+        if other is not None:
             result = _keep_fewer_bytes(result, other, limit)
     elif _predicates_to_slots(a):
-        slotted = replace(options, knobs={**options.knobs, "PredicateSlots": 2})
-        try:
-            other = _allocate_once(fn, sm, budget, slotted, allocator, module_decls,
-                                   written).result
-        except AllocationError as e:
-            result.notes.append(f"predicates in slots: the allocation failed ({e}); kept the "
-                                f"one holding them in registers")
-        else:
+        other = again("PredicateSlots", 2, "predicates in slots: the allocation failed ({}); "
+                                           "kept the one holding them in registers")
+        if other is not None:
             result = _keep_slots_where_more_warps_fit(
                 result, other, sm, knob_table.resolve(options.knobs)["PredicateSlots"] == 3)
     if limit is not None and result.spilled_values > limit:
