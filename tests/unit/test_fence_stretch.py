@@ -148,21 +148,27 @@ def _write_line(out: list[str]) -> int:
     return next(i for i, line in enumerate(out) if re.match(r"\s*add\.s32\s.*, 7;", line))
 
 
-@pytest.mark.parametrize("path", list(CFG_ONLY), ids=lambda p: p.name)
-def test_the_write_on_the_path_interferes_with_the_accumulator(path):
-    """``%r4`` is dead where the wgmma writes its accumulator, and comes after the wgmma (the
-    loop) or before the fence (the skipped fence) in the text: only the CFG path gives the
-    edges between it and the accumulator."""
+def _register_and_accumulator(path, name: str, wgmma: int):
+    """The analysis of ``path``'s kernel, the id of its register ``name`` and the eight
+    accumulator registers of its ``wgmma``-th ``wgmma.mma_async`` (0-based, in the text)."""
     from ptxalloc.analysis import analyze_function
     from ptxalloc.target.sm import profile_for
     module = parse_file(str(path))
     fn = module.functions[0]
     a = analyze_function(fn, profile_for(None, module.sm))
     names = fn.regs.names
-    r4 = names.index("%r4")
     mma = [ins for ins in a.cfg.instrs if ins.opcode.startswith("wgmma.mma_async")]
-    acc = [v for v in isa.async_operands(mma[CFG_ONLY[path]])[0] if names[v].startswith("%f")]
+    acc = [v for v in isa.async_operands(mma[wgmma])[0] if names[v].startswith("%f")]
     assert len(acc) == 8
+    return a, names.index(name), acc
+
+
+@pytest.mark.parametrize("path", list(CFG_ONLY), ids=lambda p: p.name)
+def test_the_write_on_the_path_interferes_with_the_accumulator(path):
+    """``%r4`` is dead where the wgmma writes its accumulator, and comes after the wgmma (the
+    loop) or before the fence (the skipped fence) in the text: only the CFG path gives the
+    edges between it and the accumulator."""
+    a, r4, acc = _register_and_accumulator(path, "%r4", CFG_ONLY[path])
     block = next(b for b in a.cfg.blocks for ins in b.instrs if r4 in ins.defs)
     k = next(k for k, ins in enumerate(block.instrs) if r4 in ins.defs)
     live = a.liveness.live_after(block.id)[k]
@@ -213,16 +219,7 @@ def test_a_value_read_on_the_path_interferes_with_the_accumulator():
     included (PTX ISA 9.7.15.5.1): ``%r5`` is read by the ``add`` and the ``setp`` on the path
     that skips the second fence and dies there, before the second wgmma writes its
     accumulator; only the read gives the edges (nothing defines ``%r5`` in the stretch)."""
-    from ptxalloc.analysis import analyze_function
-    from ptxalloc.target.sm import profile_for
-    module = parse_file(str(SKIPPED))
-    fn = module.functions[0]
-    a = analyze_function(fn, profile_for(None, module.sm))
-    names = fn.regs.names
-    r5 = names.index("%r5")
-    mma = [ins for ins in a.cfg.instrs if ins.opcode.startswith("wgmma.mma_async")]
-    acc = [v for v in isa.async_operands(mma[1])[0] if names[v].startswith("%f")]
-    assert len(acc) == 8
+    a, r5, acc = _register_and_accumulator(SKIPPED, "%r5", 1)
     assert all(a.graph.interferes(r5, v) for v in acc)
 
 
