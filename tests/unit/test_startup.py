@@ -153,9 +153,38 @@ def test_allocate_of_a_small_file_imports_only_what_it_runs(tmp_path):
     assert {"ptxalloc.alloc.briggs", "ptxalloc.verify.checker"} <= set(loaded)
     unwanted = {"dataclasses", "inspect", "json", "ptxalloc.alloc.fatpoint",
                 "ptxalloc.alloc.linear", "ptxalloc.alloc.optimal", "ptxalloc.verify.hoist",
-                "ptxalloc.verify.promote", "ptxalloc.verify.induction",
+                "ptxalloc.verify.promote", "ptxalloc.verify.induction", "ptxalloc.ir.induction",
                 "ptxalloc.report.allocation_report", "ptxalloc.target.budget"}
     assert not unwanted & set(loaded), sorted(unwanted & set(loaded))
+
+
+def test_record_prefixes_the_checker_reads_are_the_ones_written():
+    """The matcher reads the pre-passes' record prefixes from verify/header.py, so that the
+    checker imports neither ptxalloc.ir.induction nor ptxalloc.ir.recompute (issue 16): they
+    are the prefixes those modules write."""
+    from ptxalloc.ir import induction, recompute
+    from ptxalloc.verify import header
+
+    assert (header.INDUCTION, header.RECOMPUTE, header.DEAD) == (
+        induction.INDUCTION, recompute.RECOMPUTE, recompute.DEAD)
+
+
+def test_verify_of_a_function_without_records_imports_no_pass_validator(tmp_path):
+    """``verify`` of an allocation whose header names no recomputation imports neither the
+    recomputation's validator nor its records (issue 16); one that names it does, and proves."""
+    plain = str(REPO / "tests" / "data" / "hand" / "diamond.ptx")
+    recomputed = str(REPO / "examples" / "saxpy_poly.ptx")
+    loaded = []
+    for src in (plain, recomputed):
+        out = tmp_path / "out.ptx"
+        assert _command("allocate", src, "-o", str(out)).returncode == 0
+        code = ("import contextlib, io, json, sys\nfrom ptxalloc.cli import main\n"
+                "with contextlib.redirect_stdout(io.StringIO()):\n"
+                f"    v = main(['verify', {src!r}, {str(out)!r}])\n"
+                "print(json.dumps([v, 'ptxalloc.verify.recompute' in sys.modules,\n"
+                "                  'ptxalloc.ir.recompute' in sys.modules]))")
+        loaded.append((json.loads(_run(code).splitlines()[-1]), "recompute=1" in out.read_text()))
+    assert loaded == [([0, False, False], False), ([0, True, True], True)]
 
 
 def test_pass_validators_still_run_when_their_records_are_present(tmp_path):

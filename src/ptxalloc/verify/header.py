@@ -21,10 +21,13 @@ EARLIER_HEADER = "// @ptxalloc"     # an earlier run's header, neutralized (allo
 REMOVED = "//@removed"
 SERIALIZE = "//@serialize"
 SBASE = "//@sbase"                  # a step of the shared spill frame's address (.shared)
-#: the records of the pre-passes off by default (here, not in their validators: the matcher
-#: skips them without importing those, issue 16)
+#: the records of the pre-passes off by default, and recomputation's (here, not in their
+#: validators or ptxalloc.ir: the matcher skips them without importing those, issue 16)
 HOIST = "//@hoist"
 PROMOTE = "//@promote"
+INDUCTION = "//@induction"        # ptxalloc.ir.induction writes them
+RECOMPUTE = "//@recompute"        # ptxalloc.ir.recompute writes these two
+DEAD = "//@dead"
 
 #: An inserted copy's annotation: group 1 the kind, 2 and 3 the original value's name and id;
 #: or a callee save: group 4 the kind, 5 the register number.
