@@ -371,6 +371,31 @@ def test_the_early_exit_skips_the_interpreters_teardown(tmp_path, command):
     assert ("TEARDOWN" in proc.stderr) is (command == "report"), proc.stderr
 
 
+@pytest.mark.parametrize("command", ["allocate", "report"])
+def test_the_early_exit_commands_run_without_the_cyclic_collector(tmp_path, command):
+    """The program's allocate (like parse, analyze and verify) runs its command with the cyclic
+    garbage collector off (issue 16: 1 ms of a small file's start-up), in process too once run
+    as the program; report, which ends the usual way, keeps it; a call of ``main`` with
+    arguments (a library caller, the tests) leaves it alone."""
+    example = str(REPO / "examples" / "saxpy_poly.ptx")
+    args = {"allocate": [example, "-o", str(tmp_path / "out.ptx")],
+            "report": [example, "-o", str(tmp_path / "r.html"), "--no-ptxas"]}[command]
+    code = ("import gc, sys\nfrom ptxalloc import cli\n"
+            "real = cli._exit_without_teardown\n"
+            "def ending(code):\n"
+            "    print('COLLECTOR', gc.isenabled(), file=sys.stderr)\n"
+            "    real(code)\n"
+            "cli._exit_without_teardown = ending\n"
+            f"assert cli.main([{command!r}] + {args!r}) == 0 and gc.isenabled()\n"
+            f"sys.argv = ['ptxalloc', {command!r}] + {args!r}\n"
+            "cli.main()\n"
+            "print('COLLECTOR', gc.isenabled(), file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=SRC),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert f"COLLECTOR {command == 'report'}" in proc.stderr, proc.stderr
+
+
 def test_a_closed_pipe_ends_an_early_exit_quietly():
     """``ptxalloc analyze F | head -1``: the reader goes away; no traceback, status 0."""
     env = dict(os.environ, PYTHONPATH=SRC)
