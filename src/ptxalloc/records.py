@@ -14,8 +14,10 @@ it compiles ``__init__``, ``__repr__``, ``__eq__`` (and, frozen, ``__setattr__``
 ``__delattr__``, ``__hash__``) from source: 9 ms for the 23 classes a small-file ``allocate``
 imported (measured: docs/decisions.md, "Start-up of a small file"). ``@record`` compiles
 ``__init__`` alone (it runs at every construction, so it is the same generated code a dataclass
-has), on the class's first construction (a record a run never constructs costs no compile); equality, hash, repr and frozenness are shared functions reading the class's
-``_fields``; methods the class body writes itself are kept, as dataclasses keep them. Nothing else of dataclasses is offered (no ``__post_init__``, ``ClassVar``,
+has), on the class's first construction (a record a run never constructs costs no compile);
+equality, hash, repr and frozenness are shared functions reading the class's ``_fields``;
+methods the class body writes itself are kept, as dataclasses keep them. Nothing else of
+dataclasses is offered (no ``__post_init__``, ``ClassVar``,
 ``kw_only``, ordering, inheritance of fields): a class that needs them stays a dataclass.
 """
 
