@@ -214,6 +214,41 @@ def test_startup_bench_times_each_tree(tmp_path):
     assert len(row) == 1 and float(row[0].split("median")[1].split()[0]) > 0
 
 
+def test_startup_bench_wants_a_place_for_the_file_with_files():
+    """``--files N`` runs the command on each small file: a command without ``{}`` is refused
+    before anything runs."""
+    env = dict(os.environ, PYTHONPATH=SRC)
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "startup.py"), "--files", "2",
+                           "--", "parse", "x.ptx"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2 and "write {} in the command" in proc.stderr
+
+
+@pytest.mark.corpus
+def test_startup_bench_times_the_small_files_of_the_sample():
+    """``--files N``: the small files of whole_process's sample (ptxas under 50 ms: not
+    renderer.ptx nor matrix_free, which the sample always takes), one median per tree."""
+    from conftest import corpus_root
+
+    if corpus_root() is None:
+        pytest.skip("../shared/corpus is absent")
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from startup import small_files
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    files = small_files(4)
+    assert 1 <= len(files) <= 4 and all(f.endswith(".ptx") for f in files)
+    assert not any(f.endswith(("renderer.ptx", "vector_01.1.sm_80.ptx")) for f in files)
+    env = dict(os.environ, PYTHONPATH=SRC)
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "startup.py"), "--src", SRC,
+                           "--runs", "1", "--files", "4", "--", "parse", "{}"], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert f"on {len(files)} small files" in proc.stdout
+    row = [ln for ln in proc.stdout.splitlines() if SRC in ln]
+    assert len(row) == 1 and float(row[0].split("median")[1].split()[0]) > 0
+
+
 def test_allocate_bench_times_ptxas_in_cpu_seconds():
     """bench/allocate.py's ptxas figure is the child's CPU time: positive for a file ptxas
     compiles (of the order of its wall time), None for a file it refuses."""
