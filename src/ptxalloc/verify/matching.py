@@ -181,8 +181,8 @@ class Matcher:
             before = last
             if t is Instruction:
                 idx = len(events)
-                m = ANNOTATION.match(s.comment) if s.comment else None
-                merged = MERGED.match(s.comment) if s.comment and m is None else None
+                m = re.match(ANNOTATION, s.comment) if s.comment else None
+                merged = re.match(MERGED, s.comment) if s.comment and m is None else None
                 if merged is not None:
                     if merged.group(3):
                         last = s
