@@ -892,8 +892,8 @@ def main(argv: list[str] | None = None) -> int:
     if exit_fast:
         # without the cyclic collector, too: its passes over the objects of the modules the
         # command imports cost a small file 1 ms, and the phases that build most objects pause
-        # it anyway (util.gc_paused); renderer.ptx's allocate peaks at the same 224 MiB
-        # (docs/decisions.md, "Start-up of a small file, round 9")
+        # it anyway (util.gc_paused); renderer.ptx's allocate peaks at the same memory without
+        # it (docs/decisions.md, "Start-up of a small file, round 9")
         gc.disable()
     code = _run(args)
     if exit_fast:
