@@ -11,6 +11,7 @@ needs when it runs (``json`` too): start-up pays for nothing else (issue 16).
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 
@@ -879,15 +880,23 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; ``argv`` None: this process's own arguments, as the ``ptxalloc``
-    program (then parse, analyze, allocate and verify end the process themselves once their
-    output is flushed: :func:`_exit_without_teardown`)."""
+    program (then parse, analyze, allocate and verify run without the cyclic garbage collector
+    and end the process themselves once their output is flushed:
+    :func:`_exit_without_teardown`)."""
     process = argv is None
     if argv is None:
         argv = sys.argv[1:]
     ap = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = ap.parse_args(argv)
+    exit_fast = process and getattr(args, "exit_fast", False)
+    if exit_fast:
+        # without the cyclic collector, too: its passes over the objects of the modules the
+        # command imports cost a small file 1 ms, and the phases that build most objects pause
+        # it anyway (util.gc_paused); renderer.ptx's allocate peaks at the same memory without
+        # it (docs/decisions.md, "Start-up of a small file, round 9")
+        gc.disable()
     code = _run(args)
-    if process and getattr(args, "exit_fast", False):
+    if exit_fast:
         _exit_without_teardown(code)
     return code
 

@@ -28,9 +28,10 @@ STDIO = "-"
 STDIN_NAME = "<stdin>"
 STDOUT_NAME = "<stdout>"
 
-#: paths that name a descriptor of this process: /dev/stdout, /dev/fd/N, /proc/self/fd/N
-_OWN_FD = re.compile(r"/dev/(?:(stdin)|(stdout)|(stderr)|fd/(\d+))|"
-                     r"/proc/(?:self|thread-self|(\d+))/fd/(\d+)")
+#: paths that name a descriptor of this process: /dev/stdout, /dev/fd/N, /proc/self/fd/N (a
+#: text, compiled by re the first time a path under /dev or /proc is seen: start-up, issue 16)
+_OWN_FD = (r"/dev/(?:(stdin)|(stdout)|(stderr)|fd/(\d+))|"
+           r"/proc/(?:self|thread-self|(\d+))/fd/(\d+)")
 _MAX_LINKS = 40
 
 
@@ -56,7 +57,7 @@ def own_descriptor(path: str) -> int | None:
     the symlinks of its last component; None for any other path."""
     p = os.path.abspath(path)
     for _ in range(_MAX_LINKS):
-        m = _OWN_FD.fullmatch(p)
+        m = re.fullmatch(_OWN_FD, p) if p.startswith(("/dev/", "/proc/")) else None
         if m:
             stdin, stdout, stderr, dev_fd, pid, proc_fd = m.groups()
             if pid is not None and int(pid) != os.getpid():

@@ -171,3 +171,25 @@ def test_every_record_class_of_the_package_has_its_fields():
             assert getattr(module, name)._fields, f"{info.name}.{name}"
             found += 1
     assert found >= 20
+
+
+def test_init_is_compiled_on_the_first_construction():
+    """A record's ``__init__`` is compiled when the class is first constructed (issue 16: a
+    record a run never constructs costs no compile), then is the compiled one: the same
+    parameters, defaults and refusals as the dataclass of the same body, from the first call on."""
+    import inspect
+
+    for frozen, slots in ((False, False), (True, True)):
+        dc, rec = _pair(frozen, slots)
+        stand_in = rec.__init__
+        with pytest.raises(TypeError) as refused:
+            rec()                                   # the first call refuses as the real one
+        assert "missing 1 required positional argument: 'x'" in str(refused.value)
+        assert rec.__init__ is not stand_in         # compiled by that first call
+        compiled = rec.__init__
+        ours = inspect.signature(compiled).parameters
+        theirs = inspect.signature(dc.__init__).parameters
+        assert list(ours) == list(theirs) == ["self", "x", "y", "tags", "note"]
+        assert [ours[n].default for n in ("y", "note")] == [0, None]
+        assert rec(1, 2) == rec(x=1, y=2) and rec.__init__ is compiled
+        assert repr(rec(3)) == repr(dc(3)).replace(dc.__qualname__, rec.__qualname__)

@@ -153,9 +153,38 @@ def test_allocate_of_a_small_file_imports_only_what_it_runs(tmp_path):
     assert {"ptxalloc.alloc.briggs", "ptxalloc.verify.checker"} <= set(loaded)
     unwanted = {"dataclasses", "inspect", "json", "ptxalloc.alloc.fatpoint",
                 "ptxalloc.alloc.linear", "ptxalloc.alloc.optimal", "ptxalloc.verify.hoist",
-                "ptxalloc.verify.promote", "ptxalloc.verify.induction",
+                "ptxalloc.verify.promote", "ptxalloc.verify.induction", "ptxalloc.ir.induction",
                 "ptxalloc.report.allocation_report", "ptxalloc.target.budget"}
     assert not unwanted & set(loaded), sorted(unwanted & set(loaded))
+
+
+def test_record_prefixes_the_checker_reads_are_the_ones_written():
+    """The matcher reads the pre-passes' record prefixes from verify/header.py, so that the
+    checker imports neither ptxalloc.ir.induction nor ptxalloc.ir.recompute (issue 16): they
+    are the prefixes those modules write."""
+    from ptxalloc.ir import induction, recompute
+    from ptxalloc.verify import header
+
+    assert (header.INDUCTION, header.RECOMPUTE, header.DEAD) == (
+        induction.INDUCTION, recompute.RECOMPUTE, recompute.DEAD)
+
+
+def test_verify_of_a_function_without_records_imports_no_pass_validator(tmp_path):
+    """``verify`` of an allocation whose header names no recomputation imports neither the
+    recomputation's validator nor its records (issue 16); one that names it does, and proves."""
+    plain = str(REPO / "tests" / "data" / "hand" / "diamond.ptx")
+    recomputed = str(REPO / "examples" / "saxpy_poly.ptx")
+    loaded = []
+    for src in (plain, recomputed):
+        out = tmp_path / "out.ptx"
+        assert _command("allocate", src, "-o", str(out)).returncode == 0
+        code = ("import contextlib, io, json, sys\nfrom ptxalloc.cli import main\n"
+                "with contextlib.redirect_stdout(io.StringIO()):\n"
+                f"    v = main(['verify', {src!r}, {str(out)!r}])\n"
+                "print(json.dumps([v, 'ptxalloc.verify.recompute' in sys.modules,\n"
+                "                  'ptxalloc.ir.recompute' in sys.modules]))")
+        loaded.append((json.loads(_run(code).splitlines()[-1]), "recompute=1" in out.read_text()))
+    assert loaded == [([0, False, False], False), ([0, True, True], True)]
 
 
 def test_pass_validators_still_run_when_their_records_are_present(tmp_path):
@@ -181,6 +210,41 @@ def test_startup_bench_times_each_tree(tmp_path):
                            "--runs", "2", "--", "--version"], env=env, capture_output=True,
                           text=True)
     assert proc.returncode == 0, proc.stderr
+    row = [ln for ln in proc.stdout.splitlines() if SRC in ln]
+    assert len(row) == 1 and float(row[0].split("median")[1].split()[0]) > 0
+
+
+def test_startup_bench_wants_a_place_for_the_file_with_files():
+    """``--files N`` runs the command on each small file: a command without ``{}`` is refused
+    before anything runs."""
+    env = dict(os.environ, PYTHONPATH=SRC)
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "startup.py"), "--files", "2",
+                           "--", "parse", "x.ptx"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2 and "write {} in the command" in proc.stderr
+
+
+@pytest.mark.corpus
+def test_startup_bench_times_the_small_files_of_the_sample():
+    """``--files N``: the small files of whole_process's sample (ptxas under 50 ms: not
+    renderer.ptx nor matrix_free, which the sample always takes), one median per tree."""
+    from conftest import corpus_root
+
+    if corpus_root() is None:
+        pytest.skip("../shared/corpus is absent")
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from startup import small_files
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    files = small_files(4)
+    assert 1 <= len(files) <= 4 and all(f.endswith(".ptx") for f in files)
+    assert not any(f.endswith(("renderer.ptx", "vector_01.1.sm_80.ptx")) for f in files)
+    env = dict(os.environ, PYTHONPATH=SRC)
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "startup.py"), "--src", SRC,
+                           "--runs", "1", "--files", "4", "--", "parse", "{}"], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert f"on {len(files)} small files" in proc.stdout
     row = [ln for ln in proc.stdout.splitlines() if SRC in ln]
     assert len(row) == 1 and float(row[0].split("median")[1].split()[0]) > 0
 
@@ -340,6 +404,31 @@ def test_the_early_exit_skips_the_interpreters_teardown(tmp_path, command):
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert proc.returncode == 0, proc.stderr
     assert ("TEARDOWN" in proc.stderr) is (command == "report"), proc.stderr
+
+
+@pytest.mark.parametrize("command", ["allocate", "report"])
+def test_the_early_exit_commands_run_without_the_cyclic_collector(tmp_path, command):
+    """The program's allocate (like parse, analyze and verify) runs its command with the cyclic
+    garbage collector off (issue 16: 1 ms of a small file's start-up), in process too once run
+    as the program; report, which ends the usual way, keeps it; a call of ``main`` with
+    arguments (a library caller, the tests) leaves it alone."""
+    example = str(REPO / "examples" / "saxpy_poly.ptx")
+    args = {"allocate": [example, "-o", str(tmp_path / "out.ptx")],
+            "report": [example, "-o", str(tmp_path / "r.html"), "--no-ptxas"]}[command]
+    code = ("import gc, sys\nfrom ptxalloc import cli\n"
+            "real = cli._exit_without_teardown\n"
+            "def ending(code):\n"
+            "    print('COLLECTOR', gc.isenabled(), file=sys.stderr)\n"
+            "    real(code)\n"
+            "cli._exit_without_teardown = ending\n"
+            f"assert cli.main([{command!r}] + {args!r}) == 0 and gc.isenabled()\n"
+            f"sys.argv = ['ptxalloc', {command!r}] + {args!r}\n"
+            "cli.main()\n"
+            "print('COLLECTOR', gc.isenabled(), file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=SRC),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert f"COLLECTOR {command == 'report'}" in proc.stderr, proc.stderr
 
 
 def test_a_closed_pipe_ends_an_early_exit_quietly():

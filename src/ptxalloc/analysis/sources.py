@@ -14,7 +14,8 @@ import re
 
 from ..ir.instruction import Raw
 
-_FILE = re.compile(r'\.file\s+(\d+)\s+"([^"]*)"')
+# a text, compiled by re on the first .file directive (start-up, issue 16)
+_FILE = r'\.file\s+(\d+)\s+"([^"]*)"'
 
 
 def source_files(module) -> dict[int, str]:
@@ -22,7 +23,7 @@ def source_files(module) -> dict[int, str]:
     files: dict[int, str] = {}
     for it in module.items:
         if type(it) is Raw and it.text.startswith(".file"):
-            m = _FILE.match(it.text)
+            m = re.match(_FILE, it.text)
             if m:
                 files[int(m.group(1))] = m.group(2)
     return files

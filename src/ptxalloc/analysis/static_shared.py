@@ -16,8 +16,10 @@ from ..ir.instruction import DIRECTIVE, Raw
 from ..ir.module import Function
 from ..ir.operands import Args, Mem, Neg, Not, Pair, Sum, Sym, Vec
 
-_SHARED_DECL = re.compile(r"\.shared\s+(?:\.align\s+\d+\s+)?(?:\.v(\d)\s+)?\.[a-z]+(\d+)\s+"
-                          r"([\w$%.]+)((?:\s*\[\s*\d+\s*\])*)\s*[;=]")
+# a text, compiled by re on first use: only a function with .shared declarations reads it
+# (start-up, issue 16)
+_SHARED_DECL = (r"\.shared\s+(?:\.align\s+\d+\s+)?(?:\.v(\d)\s+)?\.[a-z]+(\d+)\s+"
+                r"([\w$%.]+)((?:\s*\[\s*\d+\s*\])*)\s*[;=]")
 
 
 def own_static_shared(fn: Function, module_decls: list[str]) -> int:
@@ -33,7 +35,7 @@ def own_static_shared(fn: Function, module_decls: list[str]) -> int:
         text = " ".join(text.split())
         if text.startswith(("extern", ".extern")):
             continue
-        m = _SHARED_DECL.match(text.replace(".visible ", "").replace(".weak ", ""))
+        m = re.match(_SHARED_DECL, text.replace(".visible ", "").replace(".weak ", ""))
         if m is None:
             continue
         if not mine and m.group(3) not in used:

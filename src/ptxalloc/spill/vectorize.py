@@ -26,12 +26,14 @@ from ..ir.instruction import Instruction
 from ..ir.operands import Mem, Reg, Sym, Vec
 from ..ir.registers import RegTable
 
+# the two patterns are texts, compiled by re on first use: only a function with spill code
+# reads them (start-up, issue 16)
 #: the scalar spill accesses a merge may take: (store?, space, bits)
-_SCALAR = re.compile(r"(st|ld)\.(local|shared)\.b(32|64)$")
+_SCALAR = r"(st|ld)\.(local|shared)\.b(32|64)$"
 #: the largest vector access of each width: 4 x 32 bits, 2 x 64 bits (16 bytes)
 MAX_MEMBERS = {32: 4, 64: 2}
 #: a physical general register's family, pair mark and number (alloc/output.py's names)
-_PHYSICAL = re.compile(r"(U?R)(D?)(\d+)$")
+_PHYSICAL = r"(U?R)(D?)(\d+)$"
 
 
 def _member(s) -> tuple | None:
@@ -39,7 +41,7 @@ def _member(s) -> tuple | None:
     a merge may take, or None. The run key (kind, opcode, base) groups what may merge."""
     if type(s) is not Instruction or s.origin is None or s.origin.slot is None or s.guard >= 0:
         return None
-    m = _SCALAR.match(s.opcode)
+    m = re.match(_SCALAR, s.opcode)
     if m is None:
         return None
     store = m.group(1) == "st"
@@ -79,7 +81,7 @@ def _merged(members: list[Instruction], off: int, regs: RegTable) -> Instruction
 
 def _units(name: str) -> set:
     """The 32-bit registers a physical name covers (``%RD4``: R4 and R5), or the name itself."""
-    m = _PHYSICAL.search(name)
+    m = re.search(_PHYSICAL, name)
     if m is None:
         return {name}
     fam, n = m.group(1), int(m.group(3))

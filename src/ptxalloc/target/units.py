@@ -103,9 +103,10 @@ class RegFile:
         got = self._placements.get(shape)
         if got is None:
             reserved = self.reserved if shape.file == GPR else 0
-            got = [(s, shape.mask(s)) for s in range(0, self.size(shape) - shape.units + 1,
-                                                     shape.align)
-                   if not shape.mask(s) & reserved]
+            first = shape.mask(0)       # shape.mask(s) is first << s, inlined (issue 16)
+            got = [(s, first << s) for s in range(0, self.size(shape) - shape.units + 1,
+                                                  shape.align)
+                   if not (first << s) & reserved]
             self._placements[shape] = got
         return got
 

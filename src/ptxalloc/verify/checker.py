@@ -47,9 +47,8 @@ from .liveness import liveness
 from .locations import Locations
 from .matching import Matcher, refuse_unnamed_records
 from .messages import Messages
-# the validators of hoist, promote and induction (off by default) are imported when a header
-# names their pass (start-up, issue 16)
-from .recompute import recomputed_original
+# the validators of hoist, promote, induction (off by default) and recompute (records in about
+# half the functions) are imported when a header names their pass (start-up, issue 16)
 from .schedule import scheduled_original
 from .uniform import check_uniform
 
@@ -156,6 +155,7 @@ def check_function(original: Function, allocated: Function,
         from .induction import induced_original
         original = induced_original(original, allocated)
     if header.get("recompute") == "1":
+        from .recompute import recomputed_original
         # proven against the original rewritten by its records, once they are proven
         original = recomputed_original(original, allocated)
     if header.get("schedule") == "1":

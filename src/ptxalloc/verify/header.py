@@ -9,7 +9,6 @@ and the other copies, ``//@csave Rn``, ``//@serialize``) or removed (``//@remove
 
 from __future__ import annotations
 
-import re
 from typing import NamedTuple
 
 from ..errors import PtxallocError
@@ -21,22 +20,28 @@ EARLIER_HEADER = "// @ptxalloc"     # an earlier run's header, neutralized (allo
 REMOVED = "//@removed"
 SERIALIZE = "//@serialize"
 SBASE = "//@sbase"                  # a step of the shared spill frame's address (.shared)
-#: the records of the pre-passes off by default (here, not in their validators: the matcher
-#: skips them without importing those, issue 16)
+#: the records of the pre-passes off by default, and recomputation's (here, not in their
+#: validators or ptxalloc.ir: the matcher skips them without importing those, issue 16)
 HOIST = "//@hoist"
 PROMOTE = "//@promote"
+INDUCTION = "//@induction"        # ptxalloc.ir.induction writes them
+RECOMPUTE = "//@recompute"        # ptxalloc.ir.recompute writes these two
+DEAD = "//@dead"
+
+# The two annotation patterns are texts, compiled by re on first use: only inserted code
+# carries annotations, and a function without spill code never reads them (start-up, issue 16).
 
 #: An inserted copy's annotation: group 1 the kind, 2 and 3 the original value's name and id;
 #: or a callee save: group 4 the kind, 5 the register number.
-ANNOTATION = re.compile(r"//@(spill|reload|remat|move|pspill|preload|save|restore)\s+(\S+)#(\d+)"
-                        r"\s*$|//@(csave|crestore)\s+R(\d+)\s*$")
+ANNOTATION = (r"//@(spill|reload|remat|move|pspill|preload|save|restore)\s+(\S+)#(\d+)"
+              r"\s*$|//@(csave|crestore)\s+R(\d+)\s*$")
 
 
 #: A merged spill access (``.v2``/``.v4``: docs/allocated-ptx.md, "Merged spill accesses"):
 #: group 1 the kind, 2 its two to four values ``name#id``; or group 3 the kind of a merged
 #: callee save, 4 its registers ``Rn``.
-MERGED = re.compile(r"//@(spill|reload|save|restore)((?:\s+\S+#\d+){2,4})\s*$"
-                    r"|//@(csave|crestore)((?:\s+R\d+){2,4})\s*$")
+MERGED = (r"//@(spill|reload|save|restore)((?:\s+\S+#\d+){2,4})\s*$"
+          r"|//@(csave|crestore)((?:\s+R\d+){2,4})\s*$")
 
 
 class CheckerInputError(PtxallocError):

@@ -25,6 +25,7 @@ or ``%H9`` (the high half of R4) held.
 from __future__ import annotations
 
 import re
+from functools import cached_property
 
 GPR, PRED, SLOT, PIN, UGPR, UPRED, SNAPSHOT = 0, 1, 2, 3, 4, 5, 6
 SPACE_NAMES = {GPR: "GPR", PRED: "predicate", SLOT: "spill slot", PIN: "pinned register",
@@ -76,10 +77,17 @@ class NameDecoder:
     def __init__(self, stem: str, budget: int):
         self.stem = stem
         self.k = budget
-        s = re.escape(stem)
-        self._scalar = re.compile(r"%" + s + r"(RD|RQ|R|H|P)(0|[1-9]\d*)$")
-        self._vector = re.compile(r"%" + s + r"V([248])x(8|16|32|64|128)_(0|[1-9]\d*)$")
-        self._uniform = re.compile(r"%" + s + r"(URD|UR|UP)(0|[1-9]\d*)$")
+        self._scalar = re.compile(r"%" + re.escape(stem) + r"(RD|RQ|R|H|P)(0|[1-9]\d*)$")
+
+    # the uniform and vector names' patterns are compiled on first use: most functions have
+    # neither, and compiling them cost every checker's start-up 0.25 ms (issue 16)
+    @cached_property
+    def _uniform(self) -> re.Pattern:
+        return re.compile(r"%" + re.escape(self.stem) + r"(URD|UR|UP)(0|[1-9]\d*)$")
+
+    @cached_property
+    def _vector(self) -> re.Pattern:
+        return re.compile(r"%" + re.escape(self.stem) + r"V([248])x(8|16|32|64|128)_(0|[1-9]\d*)$")
 
     def decode(self, name: str) -> Placement | str | None:
         """The placement a name denotes; a string saying why a physical-looking name is not a

@@ -34,12 +34,11 @@ from .convention import callee_saved, caller_saved
 from .events import (Copy, Event, InFlight, Original, Remat, RemovedCopy, RemovedDef, Serialized,
                      Wait)
 from .fences import FENCE_OPCODE, MMA_FAMILY, check_fenced_accesses
-from .header import ANNOTATION, HEADER, HOIST, MERGED, PROMOTE, REMOVED, SBASE, SERIALIZE, Header
+from .header import (ANNOTATION, DEAD, HEADER, HOIST, INDUCTION, MERGED, PROMOTE, RECOMPUTE,
+                     REMOVED, SBASE, SERIALIZE, Header)
 from .locations import CLASS_BITS, CLASS_FAMILY, CLASS_UNIFORM_FAMILY, Locations
 from .messages import Messages, first_diff
 from .placements import Placements
-from ..ir.induction import INDUCTION
-from ..ir.recompute import DEAD, RECOMPUTE
 from .schedule import SCHEDULE
 from .shared import ABI_REASON, BASE_OFFSET, SCRATCH_OFFSET, BaseRun, check_area
 
@@ -182,8 +181,8 @@ class Matcher:
             before = last
             if t is Instruction:
                 idx = len(events)
-                m = ANNOTATION.match(s.comment) if s.comment else None
-                merged = MERGED.match(s.comment) if s.comment and m is None else None
+                m = re.match(ANNOTATION, s.comment) if s.comment else None
+                merged = re.match(MERGED, s.comment) if s.comment and m is None else None
                 if merged is not None:
                     if merged.group(3):
                         last = s
@@ -877,12 +876,13 @@ def _imm(op) -> int | None:
         return None
 
 
-_BITS = re.compile(r"(?:v([248])\.)?[bsuf](8|16|32|64|128)$")
+#: a text, compiled by re on first use: only spill code reads it (start-up, issue 16)
+_BITS = r"(?:v([248])\.)?[bsuf](8|16|32|64|128)$"
 
 
 def _type_bits(t: str) -> int:
     """Bits moved by a ``.b32`` / ``.v2.b32`` type suffix (0 if it is none)."""
-    m = _BITS.match(t)
+    m = re.match(_BITS, t)
     if m is None:
         return 0
     return int(m.group(2)) * (int(m.group(1)) if m.group(1) else 1)
