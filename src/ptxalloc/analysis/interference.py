@@ -34,6 +34,9 @@ placements; they never forbid one.
 
 from __future__ import annotations
 
+from itertools import accumulate
+from operator import xor
+
 from ..ir import isa
 from ..ir.isa import WGMMA_FENCE as FENCE
 from ..ir.cfg import CFG
@@ -213,52 +216,62 @@ def _fence_edges(cfg: CFG, adj: list[int], gpr_mask: int) -> None:
 
 def _adjacency(cfg: CFG, liveness: Liveness, classes, gpr_mask: int,
                pred_mask: int) -> tuple[list[int], list[tuple[int, int, int]]]:
-    """The symmetric adjacency bitsets and the moves of the module docstring's scan."""
+    """The symmetric adjacency bitsets and the moves of the module docstring's scan.
+
+    Membership in the live set is one flag per register (a bytearray, carried from block to
+    block as :class:`~ptxalloc.analysis.pressure.Pressure`'s walk carries it: the blocks are
+    scanned last first and only the registers where a block's live-out set differs from the
+    live-in set of the block after it are flipped); the bitset of the same set, which the
+    definitions' rows take whole, changes by one precomputed ``1 << v`` per step (issue 16:
+    a shift and a mask per operand were most of the scan's time on renderer.ptx)."""
     nregs = len(classes)
     pred = RegClass.PRED
     adj = [0] * nregs           # d -> what is live where d is defined
     into = [0] * nregs          # v -> what is defined where v is live (the other side)
-    moves: list[tuple[int, int, int]] = []
+    bit = [1 << v for v in range(nregs)]
     nblocks = len(cfg.blocks)
+    block_moves: list[list[tuple[int, int, int]]] = [[]] * nblocks
     through = [0] * nblocks     # per block, the values live through it untouched
     wholes = [0] * nblocks      # per block, every register it defines
-    for b in cfg.blocks:
+    flag = bytearray(nregs)     # the live set, one flag per register
+    state = 0                   # the same set as a bitset, between blocks
+    live_out = liveness.live_out
+    live_in = liveness.live_in
+    for b in reversed(cfg.blocks):
         instrs = b.instrs
         m = len(instrs)
-        live = liveness.live_out[b.id]
+        live = live_out[b.id]
         if not m:
             through[b.id] = live
             continue
+        if state != live:
+            for v in bits(state ^ live):
+                flag[v] ^= 1
         first = b.first
         # per instruction the registers it defines, and ranges of them (_RangeOr)
-        dm = [0] * m
-        for k in range(m):
-            x = 0
-            for d in instrs[k].defs:
-                x |= 1 << d
-            dm[k] = x
-        ranges = _RangeOr(dm)
+        dm = [bit[ds[0]] if len(ds) == 1 else _mask(ds, bit) for ds in
+              [ins.defs for ins in instrs]]
+        query = _range_or(dm)
+        moves: list[tuple[int, int, int]] = []
         top: dict[int, int] = {}    # live value -> last instruction of its open segment
-        touched = 0                 # values whose segment in this block is not the whole block
         for i in range(m - 1, -1, -1):
             ins = instrs[i]
             defs = ins.defs
             uses = ins.uses
             if defs:
+                others = live
                 if ins.is_copy:
                     d = defs[0]
                     s = uses[0]
                     moves.append((first + i, d, s))
-                    others = live & ~(1 << s)
-                    if live >> s & 1 and s != d:
-                        # the source's segment skips the copy: it does not see d here
-                        t = top.get(s, m - 1)
-                        if t > i:
-                            into[s] |= ranges.query(i + 1, t)
-                        top[s] = i - 1
-                        touched |= 1 << s
-                else:
-                    others = live
+                    if flag[s]:
+                        others = live ^ bit[s]
+                        if s != d:
+                            # the source's segment skips the copy: it does not see d here
+                            t = top.get(s, m - 1)
+                            if t > i:
+                                into[s] |= query(i + 1, t)
+                            top[s] = i - 1
                 if len(defs) > 1:
                     others |= dm[i]
                 # the other file's registers and d itself are masked off once per register at
@@ -267,21 +280,28 @@ def _adjacency(cfg: CFG, liveness: Liveness, classes, gpr_mask: int,
                     adj[d] |= others
                 if ins.guard < 0:
                     for d in defs:
-                        if live >> d & 1:       # its segment starts at this definition
-                            into[d] |= ranges.query(i, top.pop(d, m - 1))
-                            touched |= 1 << d
-                            live &= ~(1 << d)
+                        if flag[d]:             # its segment starts at this definition
+                            into[d] |= query(i, top.pop(d, m - 1))
+                            flag[d] = 0
+                            live ^= bit[d]
             for u in uses:
-                if not live >> u & 1:
-                    live |= 1 << u
+                if not flag[u]:
+                    flag[u] = 1
+                    live |= bit[u]
                     top[u] = i - 1
-                    touched |= 1 << u
-        # the segments open at the block's start
+        # the segments open at the block's start; a value whose segment in this block is not
+        # the whole block and that is live at its start has one open (it joined ``top`` at
+        # its last use, or at a copy it is the source of, and left only at a definition)
+        untouched = live
         for v, t in top.items():
+            untouched ^= bit[v]
             if t >= 0:
-                into[v] |= ranges.query(0, t)
-        through[b.id] = live & ~touched
-        wholes[b.id] = ranges.query(0, m - 1)
+                into[v] |= query(0, t)
+        through[b.id] = untouched
+        wholes[b.id] = query(0, m - 1)
+        block_moves[b.id] = moves
+        state = live_in[b.id]
+    moves = [mv for got in block_moves for mv in got]
     # a value live through consecutive blocks sees what they define: one query per run of
     # blocks rather than one update per block
     runs = _RangeOr(wholes)
@@ -306,8 +326,29 @@ def _adjacency(cfg: CFG, liveness: Liveness, classes, gpr_mask: int,
         a = adj[v] | into[v]
         if a:
             fm = gpr_mask if classes[v] != pred else pred_mask
-            adj[v] = a & fm & ~(1 << v)
+            adj[v] = a & fm & ~bit[v]
     return adj, moves
+
+
+def _range_or(masks: list[int]):
+    """``query(i, j)``: the union of ``masks[i..j]``. Where no register is in two of the masks
+    (a block that defines each register once: most blocks) the union of a range is the
+    exclusive or of two prefix sums, one operation a query; otherwise :class:`_RangeOr`."""
+    prefix = list(accumulate(masks, xor, initial=0))
+    if prefix[-1].bit_count() != sum(map(int.bit_count, masks)):
+        return _RangeOr(masks).query
+
+    def query(i: int, j: int) -> int:
+        return prefix[j + 1] ^ prefix[i]
+    return query
+
+
+def _mask(regs, bit: list[int]) -> int:
+    """The bitset of ``regs`` (``bit[v]`` is ``1 << v``)."""
+    x = 0
+    for v in regs:
+        x |= bit[v]
+    return x
 
 
 class _RangeOr:
