@@ -32,21 +32,16 @@ def remat_and_costs(a, want: int | None = None) -> tuple[dict, list | dict, list
     """The function's rematerializable registers (with their definitions), the spill cost of
     every register when those are rematerialized instead of spilled, and the costs as
     ``a.costs`` has them. With the bitset ``want`` only its registers' costs are computed (in
-    dicts by register), and only its registers are looked at for rematerialization: a report
-    shows the costs of a few values, and the loop multipliers of every register were most of
-    ``analyze``'s cost time (issue 16).
+    dicts by register): a report shows the costs of a few values, and the loop multipliers of
+    every register were most of ``analyze``'s cost time (issue 16).
     :func:`peak_values` and :func:`what_to_change` share one (a register's cost depends on its
     own entry only)."""
+    remat = remat_candidates(a.fn, a.cfg.instrs)
     if want is None:
-        remat = remat_candidates(a.fn, a.cfg.instrs)
         terms = a.cost_terms
         plain = a.costs
         values = None
     else:
-        # every definition of a register is in a block that references it
-        found = remat_candidates(a.fn, [ins for b in a.liveness.blocks_referencing(want)
-                                        for ins in b.instrs])
-        remat = {v: ins for v, ins in found.items() if want >> v & 1}
         terms = cost_terms(a.cfg, a.liveness, want)
         values = bits(want)
         plain = a.costs_from(terms, values)
