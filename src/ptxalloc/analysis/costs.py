@@ -58,30 +58,32 @@ def cost_terms(cfg: CFG, liveness: Liveness, want: int = -1) -> tuple[list[float
     frequency, use frequency, the average loop multiplier and the class factor (1.0 or
     ``WIDE_FACTOR``). Costs under other ``remat`` inputs (``analyze`` wants them with and
     without rematerialization) reuse them. The loop multiplier (a walk over every value live in
-    every block) is found for the registers of the bitset ``want`` only (default: all); the
-    others get 1.0, so their costs mean nothing."""
+    every block) is found for the registers of the bitset ``want`` only (default: all), and
+    only the blocks that read or define one are walked: the others' terms are 0.0 and 1.0,
+    so their costs mean nothing."""
     fn = cfg.fn
     n = len(fn.regs)
     def_freq = [0.0] * n
     use_freq = [0.0] * n
     loop_sum = [0.0] * n
     freq_sum = [0.0] * n
+    # the registers each block reads or defines (no bit set per operand): a block that reads
+    # and defines none of ``want``'s registers adds nothing to their frequencies
+    references = liveness.references
+    live_in = liveness.live_in
+    live_out = liveness.live_out
     for b in cfg.blocks:
         f = b.freq
-        # every register the block mentions: a use is live in or follows a definition, and
-        # the unguarded definitions are the block's kill set (no bit set per operand)
-        mention = liveness.live_in[b.id] | liveness.live_out[b.id] | liveness.kill[b.id]
-        for ins in b.instrs:
-            for d in ins.defs:
-                def_freq[d] += f
-            for u in ins.uses:
-                use_freq[u] += f
-            if ins.guard >= 0:
+        refs = references[b.id]
+        if refs & want:
+            for ins in b.instrs:
                 for d in ins.defs:
-                    mention |= 1 << d
+                    def_freq[d] += f
+                for u in ins.uses:
+                    use_freq[u] += f
         if f > 0.0:
             w = f * LOOP_DEPTH_BASE ** b.depth
-            for v in bits(mention & want):
+            for v in bits((live_in[b.id] | live_out[b.id] | refs) & want):
                 loop_sum[v] += w
                 freq_sum[v] += f
     mult = [s / f if f > 0.0 else 1.0 for s, f in zip(loop_sum, freq_sum)]

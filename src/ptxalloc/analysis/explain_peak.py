@@ -78,16 +78,18 @@ def peak_values(a, files: dict[int, str], shared: tuple | None = None) -> list[d
     defs: dict[int, list[int]] = {v: [] for v in live}
     next_use: dict[int, int | None] = dict.fromkeys(live)
     last_use: dict[int, int] = dict.fromkeys(live, -1)
-    # membership in a dict, not a shift of the bitset per operand (a big int each)
-    for i, ins in enumerate(instrs):
-        for d in ins.defs:
-            if d in defs:
-                defs[d].append(i)
-        for u in ins.uses:
-            if u in last_use:
-                last_use[u] = i
-                if i > peak_at and next_use[u] is None:
-                    next_use[u] = i - peak_at
+    # membership in a dict, not a shift of the bitset per operand (a big int each); only the
+    # blocks that read or define one of the values
+    for b in a.liveness.blocks_referencing(want):
+        for i, ins in enumerate(b.instrs, b.first):
+            for d in ins.defs:
+                if d in defs:
+                    defs[d].append(i)
+            for u in ins.uses:
+                if u in last_use:
+                    last_use[u] = i
+                    if i > peak_at and next_use[u] is None:
+                        next_use[u] = i - peak_at
     all_remat, remat_costs, costs = shared or remat_and_costs(a, want)
     remat = {v: ins for v, ins in all_remat.items() if want >> v & 1}
     name = regs.names.__getitem__
@@ -119,11 +121,14 @@ def live_lengths(cfg, liveness, want: int) -> dict[int, int]:
     the block's start to the next use or the block's end), not instruction by instruction: a
     segment adds its length, a definition nothing reads its one instruction, and a value live
     through a run of consecutive blocks the run's length, once per run (a prefix sum of the
-    block lengths) rather than once per block."""
+    block lengths) rather than once per block. Only the blocks that read or define one of
+    them are walked."""
     length = dict.fromkeys(bits(want), 0)
     blocks = cfg.blocks
-    through = [0] * len(blocks)         # per block, the values live through it untouched
-    for b in blocks:
+    # per block, the values live through it untouched: in a block that reads and defines none
+    # of them, those live out
+    through = [out & want for out in liveness.live_out]
+    for b in liveness.blocks_referencing(want):
         instrs = b.instrs
         m = len(instrs)
         live = liveness.live_out[b.id] & want

@@ -16,9 +16,10 @@ The scan finds each edge from the definition's side: ``d`` against what is live 
 definition. The other side -- every register defined while ``v`` is live -- is found per live
 *segment* of ``v`` (the instructions of one block between its definition or the block's start
 and its next use or the block's end) as the union of the registers those instructions define:
-one range query on a sparse table of the block's definition masks, not one update per edge (on
-renderer.ptx's 110 functions the per-edge transposition took 0.33 s, issue 16). A copy's
-source does not see the copy's destination: its segment skips the copy.
+one range query of the block's definition masks, not one update per edge (on renderer.ptx's
+110 functions the per-edge transposition took 0.33 s, issue 16): the exclusive or of two prefix
+sums where the block defines each register once, else a sparse table. A copy's source does not
+see the copy's destination: its segment skips the copy.
 
 Nodes are virtual registers; adjacency is a list of int bitsets. Registers of different files
 (predicates and general registers) never interfere. Aliasing between classes — a 32-bit value
@@ -34,13 +35,16 @@ placements; they never forbid one.
 
 from __future__ import annotations
 
+from itertools import accumulate
+from operator import xor
+
 from ..ir import isa
 from ..ir.isa import WGMMA_FENCE as FENCE
 from ..ir.cfg import CFG
 from ..ir.fence_stretch import fence_free_ahead
 from ..ir.registers import RegClass
 from ..records import record
-from ..util import bits, gc_paused
+from ..util import bits, gc_paused, mask_of as bitset_of
 from .liveness import Liveness
 
 BANK_EDGE_WEIGHT = 2.0
@@ -213,52 +217,62 @@ def _fence_edges(cfg: CFG, adj: list[int], gpr_mask: int) -> None:
 
 def _adjacency(cfg: CFG, liveness: Liveness, classes, gpr_mask: int,
                pred_mask: int) -> tuple[list[int], list[tuple[int, int, int]]]:
-    """The symmetric adjacency bitsets and the moves of the module docstring's scan."""
+    """The symmetric adjacency bitsets and the moves of the module docstring's scan.
+
+    Membership in the live set is one flag per register (a bytearray, carried from block to
+    block as :class:`~ptxalloc.analysis.pressure.Pressure`'s walk carries it: the blocks are
+    scanned last first and only the registers where a block's live-out set differs from the
+    live-in set of the block after it are flipped); the bitset of the same set, which the
+    definitions' rows take whole, changes by one precomputed ``1 << v`` per step (issue 16:
+    a shift and a mask per operand were most of the scan's time on renderer.ptx)."""
     nregs = len(classes)
     pred = RegClass.PRED
     adj = [0] * nregs           # d -> what is live where d is defined
     into = [0] * nregs          # v -> what is defined where v is live (the other side)
-    moves: list[tuple[int, int, int]] = []
+    bit = [1 << v for v in range(nregs)]
     nblocks = len(cfg.blocks)
+    block_moves: list[list[tuple[int, int, int]]] = [[]] * nblocks
     through = [0] * nblocks     # per block, the values live through it untouched
     wholes = [0] * nblocks      # per block, every register it defines
-    for b in cfg.blocks:
+    flag = bytearray(nregs)     # the live set, one flag per register
+    state = 0                   # the same set as a bitset, between blocks
+    live_out = liveness.live_out
+    live_in = liveness.live_in
+    for b in reversed(cfg.blocks):
         instrs = b.instrs
         m = len(instrs)
-        live = liveness.live_out[b.id]
+        live = live_out[b.id]
         if not m:
             through[b.id] = live
             continue
+        if state != live:
+            for v in bits(state ^ live):
+                flag[v] ^= 1
         first = b.first
         # per instruction the registers it defines, and ranges of them (_RangeOr)
-        dm = [0] * m
-        for k in range(m):
-            x = 0
-            for d in instrs[k].defs:
-                x |= 1 << d
-            dm[k] = x
-        ranges = _RangeOr(dm)
+        dm = [bit[ds[0]] if len(ds) == 1 else bitset_of(ds) for ds in
+              [ins.defs for ins in instrs]]
+        query = _range_or(dm)
+        moves: list[tuple[int, int, int]] = []
         top: dict[int, int] = {}    # live value -> last instruction of its open segment
-        touched = 0                 # values whose segment in this block is not the whole block
         for i in range(m - 1, -1, -1):
             ins = instrs[i]
             defs = ins.defs
             uses = ins.uses
             if defs:
+                others = live
                 if ins.is_copy:
                     d = defs[0]
                     s = uses[0]
                     moves.append((first + i, d, s))
-                    others = live & ~(1 << s)
-                    if live >> s & 1 and s != d:
-                        # the source's segment skips the copy: it does not see d here
-                        t = top.get(s, m - 1)
-                        if t > i:
-                            into[s] |= ranges.query(i + 1, t)
-                        top[s] = i - 1
-                        touched |= 1 << s
-                else:
-                    others = live
+                    if flag[s]:
+                        others = live ^ bit[s]
+                        if s != d:
+                            # the source's segment skips the copy: it does not see d here
+                            t = top.get(s, m - 1)
+                            if t > i:
+                                into[s] |= query(i + 1, t)
+                            top[s] = i - 1
                 if len(defs) > 1:
                     others |= dm[i]
                 # the other file's registers and d itself are masked off once per register at
@@ -267,21 +281,28 @@ def _adjacency(cfg: CFG, liveness: Liveness, classes, gpr_mask: int,
                     adj[d] |= others
                 if ins.guard < 0:
                     for d in defs:
-                        if live >> d & 1:       # its segment starts at this definition
-                            into[d] |= ranges.query(i, top.pop(d, m - 1))
-                            touched |= 1 << d
-                            live &= ~(1 << d)
+                        if flag[d]:             # its segment starts at this definition
+                            into[d] |= query(i, top.pop(d, m - 1))
+                            flag[d] = 0
+                            live ^= bit[d]
             for u in uses:
-                if not live >> u & 1:
-                    live |= 1 << u
+                if not flag[u]:
+                    flag[u] = 1
+                    live |= bit[u]
                     top[u] = i - 1
-                    touched |= 1 << u
-        # the segments open at the block's start
+        # the segments open at the block's start; a value whose segment in this block is not
+        # the whole block and that is live at its start has one open (it joined ``top`` at
+        # its last use, or at a copy it is the source of, and left only at a definition)
+        untouched = live
         for v, t in top.items():
+            untouched ^= bit[v]
             if t >= 0:
-                into[v] |= ranges.query(0, t)
-        through[b.id] = live & ~touched
-        wholes[b.id] = ranges.query(0, m - 1)
+                into[v] |= query(0, t)
+        through[b.id] = untouched
+        wholes[b.id] = query(0, m - 1)
+        block_moves[b.id] = moves
+        state = live_in[b.id]
+    moves = [mv for got in block_moves for mv in got]
     # a value live through consecutive blocks sees what they define: one query per run of
     # blocks rather than one update per block
     runs = _RangeOr(wholes)
@@ -306,8 +327,21 @@ def _adjacency(cfg: CFG, liveness: Liveness, classes, gpr_mask: int,
         a = adj[v] | into[v]
         if a:
             fm = gpr_mask if classes[v] != pred else pred_mask
-            adj[v] = a & fm & ~(1 << v)
+            adj[v] = a & fm & ~bit[v]
     return adj, moves
+
+
+def _range_or(masks: list[int]):
+    """``query(i, j)``: the union of ``masks[i..j]``. Where no register is in two of the masks
+    (a block that defines each register once: most blocks) the union of a range is the
+    exclusive or of two prefix sums, one operation a query; otherwise :class:`_RangeOr`."""
+    prefix = list(accumulate(masks, xor, initial=0))
+    if prefix[-1].bit_count() != sum(map(int.bit_count, masks)):
+        return _RangeOr(masks).query
+
+    def query(i: int, j: int) -> int:
+        return prefix[j + 1] ^ prefix[i]
+    return query
 
 
 class _RangeOr:

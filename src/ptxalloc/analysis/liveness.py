@@ -36,7 +36,7 @@ def instr_gen_kill(ins: Instruction) -> tuple[int, int]:
 
 
 class Liveness:
-    __slots__ = ("cfg", "gen", "kill", "live_in", "live_out")
+    __slots__ = ("cfg", "gen", "kill", "live_in", "live_out", "_references")
 
     def __init__(self, cfg: CFG):
         self.cfg = cfg
@@ -83,6 +83,30 @@ class Liveness:
         self.kill = kill
         self.live_in = live_in
         self.live_out = live_out
+        self._references: list[int] | None = None
+
+    @property
+    def references(self) -> list[int]:
+        """Per block, the bitset of the registers it reads or defines: its ``gen`` and ``kill``
+        sets and what it defines under a guard (a read that is not in ``gen`` follows a
+        definition in the block). Found on first use."""
+        if self._references is None:
+            references = []
+            for b in self.cfg.blocks:
+                m = self.gen[b.id] | self.kill[b.id]
+                for ins in b.instrs:
+                    if ins.guard >= 0:
+                        for d in ins.defs:
+                            m |= 1 << d
+                references.append(m)
+            self._references = references
+        return self._references
+
+    def blocks_referencing(self, want: int) -> list:
+        """The blocks that read or define a register of the bitset ``want``, in order: walks
+        over the operands of a few values (``analyze``'s report: issue 16) skip the others."""
+        references = self.references
+        return [b for b in self.cfg.blocks if references[b.id] & want]
 
     def live_after(self, block_id: int) -> list[int]:
         """The live set after each instruction of a block."""

@@ -50,15 +50,10 @@ class Pressure:
         regs = fn.regs
         classes = regs.classes
         n = len(regs)
-        units = [0] * n
-        is_pred = [False] * n
-        shape_units: dict[tuple, int] = {}       # (class, arity) -> units, found once each
-        for v, (c, k) in enumerate(zip(classes, regs.vec)):
-            is_pred[v] = c == RegClass.PRED
-            u = shape_units.get((c, k))
-            if u is None:
-                u = shape_units[c, k] = vreg_shape(c, k).units
-            units[v] = u
+        # (class, arity) -> units, found once each
+        shape_units = {ck: vreg_shape(*ck).units for ck in set(zip(classes, regs.vec))}
+        units = list(map(shape_units.__getitem__, zip(classes, regs.vec)))
+        is_pred = [c == RegClass.PRED for c in classes]
         for v in bits(exclude):             # counted in neither file (uniform registers)
             is_pred[v] = False
             units[v] = 0
@@ -191,7 +186,10 @@ class Pressure:
                 i = b.first + k
                 defs = ins.defs
                 # the defs join the live-after set for this point
-                extra = [d for d in defs if not live[d]] if defs else defs
+                if len(defs) == 1:          # the common case, without a list per instruction
+                    extra = () if live[defs[0]] else defs
+                else:
+                    extra = [d for d in defs if not live[d]] if defs else defs
                 if ins.is_copy:
                     d, s_ = defs[0], ins.uses[0]
                     if d != s_ and live[s_]:
