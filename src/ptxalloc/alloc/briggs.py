@@ -37,7 +37,6 @@ from operator import or_
 from ..target.units import blocking_weight
 from ..util import bits, numpy_when_worth, set_positions
 from .api import Allocator, Coloring, Problem, register
-from .matrix import UnitMatrix
 
 BANKS = 32
 #: the seeds' 0.8 (magic constant 0xCCCCCCCCCCCCCCCD) in the spill-priority ratio
@@ -165,8 +164,9 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
             break
 
     # select
-    matrix = UnitMatrix.for_problem(p)
-    start = result.start = matrix.start
+    # the placements, the precolored first: select asks no occupancy of a unit matrix, only
+    # each colored neighbour's units (``units_of``), so it keeps none
+    start = result.start = dict(p.precolored)
     regfile = p.regfile
     bank_adj = p.bank_adj
     # with at most 32 registers, two registers never share a bank: bank preferences matter
@@ -180,8 +180,8 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
     members, offset = p.members, p.offset
     bank_of = [0] * p.nregs
     placed_regs = 0
-    for n, s in matrix.start.items():
-        units_of[n] = matrix.held[n]
+    for n, s in start.items():
+        units_of[n] = shape[n].mask(s)
         precolored_mask |= 1 << n
         for v in members.get(n, (n,)):
             placed_regs |= 1 << v
@@ -222,8 +222,8 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
         if choice is None:
             result.spilled.append(n)
             continue
-        matrix.assign(n, choice)
-        units_of[n] = matrix.held[n]
+        start[n] = choice
+        units_of[n] = sh.mask(choice)
         if units_array is not None:
             units_array[n] = units_of[n]
         if banked:
