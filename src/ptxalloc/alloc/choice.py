@@ -210,9 +210,6 @@ def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
     matrix = UnitMatrix.for_problem(p, {**p.precolored, **coloring.start})
     held, adj, cost, shape = matrix.held, p.adj, p.cost, p.shape
     size = spill_code_bytes(p, None, recomputed, homed)
-    fixed = 0
-    for m in p.precolored:
-        fixed |= 1 << m
     failed = set(coloring.spilled)
     failed_mask = 0
     for q in failed:
@@ -286,10 +283,11 @@ def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
             found |= hope_at[u]
         return found & adj[m]
 
-    def step(m: int):
-        """What ``m`` giving way would do: (gain, seated, where m moves or None), or None
-        when it lowers no cost or would raise the bytes of spill code."""
-        seated, worth = _seat(p, m, held[m], hopeful(m), taken, alone)
+    def step(m: int, near: int):
+        """What ``m`` giving way would do, seating failed nodes of ``near`` (its hopeful
+        neighbours): (gain, seated, where m moves or None), or None when it lowers no cost or
+        would raise the bytes of spill code."""
+        seated, worth = _seat(p, m, held[m], near, taken, alone)
         if worth <= 0:
             return None
         blocked = matrix.forbidden(m)
@@ -302,8 +300,10 @@ def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
             worth -= cost[m]
         return (worth, seated, moved) if worth > 0 else None
 
+    colored, precolored = matrix.start, p.precolored
+
     def eligible(m: int) -> bool:
-        return bool(matrix.assigned >> m & 1) and not fixed >> m & 1 and not math.isinf(cost[m])
+        return m in colored and m not in precolored and not math.isinf(cost[m])
 
     for q in list(failed):
         survey(q)
@@ -313,8 +313,9 @@ def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
             near |= adj[q]
         ranked = []
         for m in bits(near):
-            if eligible(m) and hopeful(m):
-                got = step(m)
+            if eligible(m):
+                h = hopeful(m)
+                got = step(m, h) if h else None
                 if got is not None:
                     ranked.append((-got[0], m))
         if not ranked:
@@ -323,7 +324,8 @@ def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
         # have changed its neighbourhood) and taken if it still lowers the cost
         ranked.sort()
         for _, m in ranked:
-            got = step(m) if eligible(m) and hopeful(m) else None
+            h = hopeful(m) if eligible(m) else 0
+            got = step(m, h) if h else None
             if got is None:
                 continue
             _, seated, moved = got
@@ -357,14 +359,17 @@ def _seat(p: Problem, m: int, units: int, hopeful: int, taken: dict[int, int],
     cost, adj, shape = p.cost, p.adj, p.shape
     seated_bits = 0                 # the seated nodes, and the units each takes
     seated_units: dict[int, int] = {}
+    free_starts = p.regfile.free_starts
     for q in sorted(bits(hopeful), key=lambda q: (-cost[q], q)):
         blocked = taken[q] & ~(units & alone[q])
-        near = adj[q] & seated_bits
-        if near:
-            for r in bits(near):
-                blocked |= seated_units[r]
-        s = _lowest(p, q, blocked)
-        if s is not None:
+        near = adj[q] & seated_bits             # seated neighbours: a few, peeled off
+        while near:
+            low = near & -near
+            blocked |= seated_units[low.bit_length() - 1]
+            near ^= low
+        free = free_starts(shape[q], blocked)       # _lowest, inline
+        if free:
+            s = (free & -free).bit_length() - 1
             seated.append((q, s))
             seated_bits |= 1 << q
             seated_units[q] = shape[q].mask(s)
