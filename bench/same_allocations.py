@@ -18,6 +18,11 @@ convolutionTexture.ptx, thrust's histogram.ptx, matrix_free, tests/data/triton/a
 and 24 more corpus files (an even sample of each source: gpuocelot and zluda 8 each, the small
 sources 2 each), each run three ways: the default (briggs, ptxas's limit),
 ``--allocator fatpoint`` and ``--registers 32``.
+
+``--triton`` takes the kernels of ``tests/data/triton`` (which the default leaves out: it
+lists ``tests/data/*.ptx`` only) with briggs and fat-point each at ptxas's limit and at K = 64,
+128 and 255: the spilling paths of the attention kernels (reliefs, second chances, splitting)
+that the other snapshots reach rarely (issue 16, branch ``color9``).
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ LARGE_FILES = ("gpuocelot/tests/ptx/unstructured/renderer.ptx",
                "ptx90parser/tests/sample/matrix_free_device_matrix_vector_01.1.sm_80.ptx")
 LARGE_RUNS = {"default": [], "fatpoint": ["--allocator", "fatpoint"],
               "k32": ["--registers", "32"]}
+TRITON_RUNS = {f"{a}.{k}": ["--allocator", a] + ([] if k == "default" else ["--registers", k])
+               for a in ("briggs", "fatpoint") for k in ("default", "64", "128", "255")}
 
 
 def inputs() -> list[Path]:
@@ -141,9 +148,13 @@ def main() -> int:
     ap.add_argument("--allocators", default="briggs,fatpoint")
     ap.add_argument("--large", action="store_true",
                     help="the large files and every 20th corpus file, three runs each")
+    ap.add_argument("--triton", action="store_true",
+                    help="tests/data/triton, both allocators at the default, 64, 128, 255")
     args = ap.parse_args()
     if args.large:
         files, runs = large_inputs(), LARGE_RUNS
+    elif args.triton:
+        files, runs = sorted((REPO / "tests" / "data" / "triton").glob("*.ptx")), TRITON_RUNS
     else:
         files, runs = inputs(), small_runs(args.allocators.split(","))
     if args.mode == "record":

@@ -104,3 +104,17 @@ def test_set_positions_are_flatnonzeros_of_the_unpacked_bits(ps, pad):
     got = util.set_positions(numpy, unpacked)
     want = numpy.flatnonzero(unpacked)
     assert got.dtype == want.dtype and got.tolist() == want.tolist() == sorted(ps)
+
+
+@settings(max_examples=300, deadline=None)
+@given(positions, st.integers(min_value=1, max_value=40))
+def test_blocked_starts_are_the_starts_whose_units_meet_the_forbidden_ones(ps, units):
+    """``units.blocked_starts`` (the OR of ``forbidden >> j`` for j < units, in log2 shifts,
+    and directly for 16- and 32-bit shapes: issue 16) on every width up to a 20-register
+    tuple."""
+    from ptxalloc.target.units import blocked_starts
+    forbidden = _mask(ps)
+    want = 0
+    for j in range(units):
+        want |= forbidden >> j
+    assert blocked_starts(forbidden, units) == want

@@ -92,3 +92,67 @@ def test_rematerialized_nodes_count_no_bytes_and_bytes_never_rise(p, data):
     seated = was - set(after.spilled)
     if any(size[n] > 0 for n in newly_spilled):
         assert any(size[n] > 0 for n in seated)
+
+
+def _evict_by_definition(p: Problem, coloring: Coloring) -> Coloring:
+    """The eviction pass as its docstring states it, summing the costs of every set of
+    occupants (:func:`choice.evict` rules most of them out by their costliest member)."""
+    from ptxalloc.alloc.matrix import UnitMatrix
+    if not coloring.spilled:
+        return coloring
+    matrix = UnitMatrix.for_problem(p, {**p.precolored, **coloring.start})
+    spilled = list(coloring.spilled)
+    for n in sorted(coloring.spilled, key=lambda n: (-p.cost[n], n)):
+        best = None
+        for s, _ in p.regfile.placements(p.shape[n]):
+            occupants = matrix.conflicts(n, s)
+            if any(occupants >> m & 1 for m in p.precolored):
+                continue
+            c = choice.spill_cost(p, [m for m in range(p.nregs) if occupants >> m & 1])
+            if c < p.cost[n] and (best is None or c < best[0]):
+                best = (c, s, occupants)
+        if best is None:
+            continue
+        _, s, occupants = best
+        occupants = [m for m in range(p.nregs) if occupants >> m & 1]
+        for m in occupants:
+            matrix.unassign(m)
+        matrix.assign(n, s)
+        spilled.remove(n)
+        for m in occupants:
+            t = matrix.lowest_free(p.regfile.placements(p.shape[m]), matrix.forbidden(m))
+            if t is None:
+                spilled.append(m)
+            else:
+                matrix.assign(m, t)
+    return Coloring(start=matrix.start, spilled=spilled)
+
+
+COSTS = st.sampled_from([0.0, 0.1, 0.2, 0.30000000000000004, 1.0, 3.0, 7.5, 100.0,
+                         float("inf")])
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems(), st.data())
+def test_eviction_takes_the_placements_the_plain_sums_take(p, data):
+    """Eviction (issue 16: occupants ruled out by their costliest member, one occupant's cost
+    read directly) places and spills exactly what summing every set of occupants does, with
+    costs that tie, that are zero, infinite, or sum inexactly in floating point."""
+    p.cost = [data.draw(COSTS) for _ in range(p.nregs)]
+    first = color(p)
+    want = _evict_by_definition(p, Coloring(start=dict(first.start), spilled=list(first.spilled)))
+    got = choice.evict(p, first)
+    assert (got.start, got.spilled) == (want.start, want.spilled)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(COSTS, min_size=1, max_size=300), COSTS)
+def test_costlier_nodes_are_those_costing_at_least_the_bound(costs, bound):
+    """``_Costlier.at_least``: the bitset of the nodes whose cost is at least the bound, across
+    its 64-node steps."""
+    n = len(costs)
+    program = Program([], [], [], [], [], [], [])
+    from ptxalloc.target.units import GPR32
+    p = Problem(RegFile(8), [GPR32] * n, [0] * n, costs, [4] * n, [], [], program)
+    want = sum(1 << v for v in range(n) if costs[v] >= bound)
+    assert choice._Costlier(p).at_least(bound) == want

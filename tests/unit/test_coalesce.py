@@ -445,3 +445,24 @@ def test_node_adjacency_is_the_members_interference(name):
             want -= {leader} | set(p.pinned)
             assert set(bits(p.adj[leader])) == want, (fn.name, leader)
     assert tuples
+
+
+@pytest.mark.parametrize("name", ["triton/attn_fwd_tma_64x64_d64.ptx", "tensor_sm80.ptx",
+                                  "vectors_sm90.ptx"])
+def test_a_new_problems_weighted_degrees_are_counted_shape_by_shape(name):
+    """The degrees a problem starts with (issue 16: each shape's terms found once, the most
+    common shape's weight counted for all neighbours in one popcount) are those
+    ``weighted_degree`` counts node by node, on inputs with 16-, 32-, 64- and 128-bit values,
+    predicates and mma tuples."""
+    from conftest import DATA
+    from ptxalloc.target.sm import profile_for
+    from ptxalloc.target.units import RegFile
+    checked = 0
+    for fn in parse((DATA / name).read_text()).functions:
+        for k in (24, 255):
+            p = Problem.from_analysis(analyze_function(fn, profile_for(None, "sm_90")),
+                                      RegFile(k))
+            assert len(p.shape_masks) >= 2
+            assert p.wdeg == {n: p.weighted_degree(n) for n in p.members}
+            checked += len(p.members)
+    assert checked > 100

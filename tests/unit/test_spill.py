@@ -502,3 +502,33 @@ def test_the_checker_refutes_a_wrong_move_or_a_needed_store_removed():
                       text)
     with pytest.raises(VerificationError, match=r"reload of %rd2#2|%rd2#2"):
         verify_modules(original, parse_allocated(text.replace(store.group(0), ""), "a.ptx"))
+
+
+def test_the_reliefs_of_a_round_share_one_unit_matrix_and_member_costs(monkeypatch):
+    """A round that relieves several unspillable nodes (Triton's sm_80 attention at K = 24:
+    spill temporaries left without a placement) builds one ``Relief`` for all of them — the
+    coloring's unit matrix and each neighbour's spillable members with their cost, once
+    (issue 16: at K = 64 on attn_bwd_d64, 170 reliefs each built the matrix again) — and each
+    relief answers as a fresh one does."""
+    from ptxalloc.alloc import relief
+    from ptxalloc.pipeline import allocate_module
+    from ptxalloc.ptx import parse_file
+    real = relief.Relief.relieve
+    shared = []
+
+    def checked(self, node):
+        got = real(self, node)
+        fresh = relief.Relief(self.problem, self.problem_coloring, self.unspillable)
+        assert got == real(fresh, node)
+        shared.append(id(self))
+        return got
+    real_init = relief.Relief.__init__
+
+    def init(self, problem, coloring, unspillable):
+        real_init(self, problem, coloring, unspillable)
+        self.problem_coloring = coloring
+    monkeypatch.setattr(relief.Relief, "__init__", init)
+    monkeypatch.setattr(relief.Relief, "relieve", checked)
+    allocate_module(parse_file(str(DATA / "triton" / "sm80_attn_fwd.ptx")), 24, verify=False)
+    assert len(shared) >= 2
+    assert len(set(shared)) < len(shared)

@@ -213,13 +213,14 @@ class Problem:
         for v, mask in (prefer or {}).items():
             if v not in self.pinned:
                 self.prefer[self.find(v)] = mask
-        self.placements = {leader: regfile.count(self.shape[leader]) for leader in self.members}
+        count = {sh: regfile.count(sh) for sh in set(self.shape) if sh is not None}
+        self.placements = {leader: count[self.shape[leader]] for leader in self.members}
         # nodes by shape, so that a weighted degree is a few popcounts, not a walk
         self.shape_masks: dict[Shape, int] = {}
         for leader in self.members:
             sh = self.shape[leader]
             self.shape_masks[sh] = self.shape_masks.get(sh, 0) | (1 << leader)
-        self.wdeg = {leader: self.weighted_degree(leader) for leader in self.members}
+        self.wdeg = self._weighted_degrees()
 
     @classmethod
     def from_analysis(cls, analysis: "FunctionAnalysis", regfile: RegFile,
@@ -306,6 +307,35 @@ class Problem:
             if common:
                 total += blocking_weight(shape, sh) * common.bit_count()
         return total
+
+    def _weighted_degrees(self) -> dict[int, int]:
+        """Every node's :meth:`weighted_degree`, the terms of each shape found once: the
+        shapes weighing nothing dropped, and the most common shape's weight counted for all
+        neighbours at once (one popcount), the others by the difference from it."""
+        masks = self.shape_masks
+        if not masks:
+            return {}
+        everyone = 0
+        for mask in masks.values():
+            everyone |= mask
+        common = max(masks, key=lambda sh: masks[sh].bit_count())
+        terms: dict = {}        # shape -> (weight of the common shape, [(mask, difference)])
+        out = {}
+        adj, shapes = self.adj, self.shape
+        for leader in self.members:
+            shape = shapes[leader]
+            got = terms.get(shape)
+            if got is None:
+                base = blocking_weight(shape, common)
+                got = terms[shape] = (base, [(mask, w - base) for sh, mask in masks.items()
+                                             if (w := blocking_weight(shape, sh)) != base])
+            base, rest = got
+            a = adj[leader]
+            total = base * (a & everyone).bit_count() if base else 0
+            for mask, diff in rest:
+                total += diff * (a & mask).bit_count()
+            out[leader] = total
+        return out
 
     def colorable(self, node: int) -> bool:
         return self.wdeg[node] < self.placements[node]

@@ -37,7 +37,6 @@ from operator import or_
 from ..target.units import blocking_weight
 from ..util import bits, numpy_when_worth, set_positions
 from .api import Allocator, Coloring, Problem, register
-from .matrix import UnitMatrix
 
 BANKS = 32
 #: the seeds' 0.8 (magic constant 0xCCCCCCCCCCCCCCCD) in the spill-priority ratio
@@ -99,6 +98,14 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
     dense = _dense_degrees(p, active)
     if dense is not None:
         wdeg = dense.wdeg
+    else:
+        shape_id, weights = _shape_ids(p)
+        # the degrees and placements as lists by node id: list lookups per edge
+        wdeg = [0] * p.nregs
+        room = [0] * p.nregs
+        for n, d in p.wdeg.items():
+            wdeg[n] = d
+            room[n] = placements[n]
     # per removed node, its neighbours still active then: the nodes select colors before it
     # (the ones removed after it), so that select gathers their units from this list instead
     # of unpacking the neighbours again (with dense degrees, numpy's index array as it is)
@@ -116,13 +123,12 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
                 if where.get(m) == "spill":
                     classify(m)
         else:
-            sn = shape[n]
+            loses = weights[shape_id[n]]    # per neighbour shape id, its loss
             later[n] = neighbours = bits(adj[n] & active_mask)
             for m in neighbours:
                 before = wdeg[m]
-                after = wdeg[m] = before - blocking_weight(shape[m], sn)
-                room = placements[m]
-                if before >= room > after and where.get(m) == "spill":
+                after = wdeg[m] = before - loses[shape_id[m]]
+                if before >= room[m] > after and where.get(m) == "spill":
                     classify(m)
         for m in move_partners.pop(n, ()):
             partners = move_partners.get(m)
@@ -158,8 +164,9 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
             break
 
     # select
-    matrix = UnitMatrix.for_problem(p)
-    start = result.start = matrix.start
+    # the placements, the precolored first: select asks no occupancy of a unit matrix, only
+    # each colored neighbour's units (``units_of``), so it keeps none
+    start = result.start = dict(p.precolored)
     regfile = p.regfile
     bank_adj = p.bank_adj
     # with at most 32 registers, two registers never share a bank: bank preferences matter
@@ -169,9 +176,16 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
     # precolored ones and those of its ``later`` list that found a placement
     units_of = [0] * p.nregs
     precolored_mask = 0
-    for n, s in matrix.start.items():
-        units_of[n] = matrix.held[n]
+    # the bank of each colored register (bank partners), and the bitset of those registers
+    members, offset = p.members, p.offset
+    bank_of = [0] * p.nregs
+    placed_regs = 0
+    for n, s in start.items():
+        units_of[n] = shape[n].mask(s)
         precolored_mask |= 1 << n
+        for v in members.get(n, (n,)):
+            placed_regs |= 1 << v
+            bank_of[v] = (s + offset[v]) // 2 % BANKS
     unit = units_of.__getitem__
     # dense: the same units in a numpy object array, gathered by the index arrays and ORed by
     # numpy's loop (no list made of the indices, and the ORs 1.5-2x faster: issue 16)
@@ -184,7 +198,7 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
         elif len(later[n]):
             forbidden |= dense.np.bitwise_or.reduce(units_array[later[n]])
         want = p.prefer.get(n)
-        banks = _partner_banks(p, n, start, bank_adj) if banked else None
+        banks = _partner_banks(p, n, bank_adj, placed_regs, bank_of) if banked else None
         first_free = first_wanted = choice = None
         sh = shape[n]
         free = regfile.free_starts(sh, forbidden)     # the placements free here, lowest first
@@ -208,10 +222,14 @@ def color(p: Problem, factor: float = PRIORITY_FACTOR) -> Coloring:
         if choice is None:
             result.spilled.append(n)
             continue
-        matrix.assign(n, choice)
-        units_of[n] = matrix.held[n]
+        start[n] = choice
+        units_of[n] = sh.mask(choice)
         if units_array is not None:
             units_array[n] = units_of[n]
+        if banked:
+            for v in members[n]:
+                placed_regs |= 1 << v
+                bank_of[v] = (choice + offset[v]) // 2 % BANKS
     return result
 
 
@@ -224,22 +242,17 @@ class _DenseDegrees:
 
     def __init__(self, np, p: Problem, active):
         size = p.nregs
-        shapes = sorted({p.shape[n] for n in p.members})
-        shape_id = {sh: i for i, sh in enumerate(shapes)}
         self.np = np
         self.nbytes = (size + 7) // 8
         self.wdeg = np.zeros(size, np.int64)
         self.room = np.zeros(size, np.int64)
-        self.sid = np.zeros(size, np.int64)
         for n in p.members:
             self.wdeg[n] = p.wdeg[n]
             self.room[n] = p.placements[n]
-            self.sid[n] = shape_id[p.shape[n]]
-        self.shape_id = [shape_id[p.shape[n]] if p.shape[n] is not None else 0
-                         for n in range(size)]
+        self.shape_id, weights = _shape_ids(p)
+        self.sid = np.array(self.shape_id, np.int64)
         # weight[j][i]: how much a neighbour of shape i loses when a node of shape j goes
-        self.weight = [np.array([blocking_weight(a, b) for a in shapes], np.int64)
-                       for b in shapes]
+        self.weight = [np.array(row, np.int64) for row in weights]
         self.none = np.zeros(0, np.intp)            # no neighbour
 
     def lower(self, n: int, neighbours: int) -> tuple[list[int], object]:
@@ -280,18 +293,26 @@ DENSE_NODES = 1024          # measured on the Triton set: below this the plain w
 DENSE_DEGREE = 64           # neighbours per node on average
 
 
-def _partner_banks(p: Problem, n: int, start: dict[int, int], bank_adj: list[int]) -> set[int]:
-    """Banks of the colored soft bank-conflict partners of node ``n``."""
+def _shape_ids(p: Problem) -> tuple[list[int], list[list[int]]]:
+    """Each node's shape as a small integer (a list by node id), and the weights of the
+    shapes by id: ``weights[j][i]``, how much a neighbour of shape ``i`` loses from its
+    weighted degree when a node of shape ``j`` is removed (``blocking_weight``; two list
+    lookups per edge in simplify instead of a call on two shapes)."""
+    shapes = sorted({p.shape[n] for n in p.members})
+    ids = {sh: i for i, sh in enumerate(shapes)}
+    shape_id = [ids.get(sh, 0) for sh in p.shape]
+    return shape_id, [[blocking_weight(a, b) for a in shapes] for b in shapes]
+
+
+def _partner_banks(p: Problem, n: int, bank_adj: list[int], placed_regs: int,
+                   bank_of: list[int]) -> set[int]:
+    """Banks of the colored soft bank-conflict partners of node ``n`` (``placed_regs``: the
+    registers of the colored nodes, ``n``'s own never among them; ``bank_of``: their banks)."""
     partners = 0
     for v in p.members[n]:
         partners |= bank_adj[v]
-    banks = set()
-    for m in bits(partners):
-        lm = p.find(m)
-        sm = start.get(lm)
-        if sm is not None and lm != n:
-            banks.add((sm + p.offset[m]) // 2 % BANKS)
-    return banks
+    partners &= placed_regs
+    return set(map(bank_of.__getitem__, bits(partners))) if partners else set()
 
 
 class Briggs(Allocator):

@@ -35,6 +35,7 @@ is lower; the spilled nodes still go through the driver's spill rewrite and the 
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 
 from ..util import bits
 from .api import Coloring, Problem
@@ -60,18 +61,40 @@ def evict(p: Problem, coloring: Coloring) -> Coloring:
     for m in p.precolored:
         precolored |= 1 << m
     spilled = list(coloring.spilled)
-    for n in sorted(coloring.spilled, key=lambda n: (-p.cost[n], n)):
+    cost, occ = p.cost, matrix.occ
+    costlier = _Costlier(p)
+    for n in sorted(coloring.spilled, key=lambda n: (-cost[n], n)):
         best = None
+        limit = cost[n]
+        # a placement is taken only when its occupants cost less than ``bound`` (the node's
+        # cost, then the best placement's): one occupant in ``above`` costs that already
+        bound = limit
+        above = costlier.at_least(bound)
+        near = p.adj[n]
+        width = p.shape[n].units
         cost_of: dict[int, float] = {}      # occupants (a bitset) -> their cost: placements
         for s, _ in p.regfile.placements(p.shape[n]):      # over one wide value share them
-            occupants = matrix.conflicts(n, s)
+            occupants = 0                   # matrix.conflicts(n, s), inline
+            for u in range(s, s + width):
+                occupants |= occ[u]
+            occupants &= near
             if occupants & precolored:
                 continue
             c = cost_of.get(occupants)
             if c is None:
-                c = cost_of[occupants] = spill_cost(p, bits(occupants))
-            if c < p.cost[n] and (best is None or c < best[0]):
+                if not occupants & (occupants - 1):     # one occupant (or none): its cost
+                    c = cost[occupants.bit_length() - 1] if occupants else 0
+                elif occupants & above:
+                    # at least the bound (costs are never negative): not taken, now or
+                    # for a lower bound later
+                    c = bound
+                else:
+                    c = spill_cost(p, bits(occupants))
+                cost_of[occupants] = c
+            if c < limit and (best is None or c < best[0]):
                 best = (c, s, occupants)
+                bound = c
+                above = costlier.at_least(bound)
         if best is None:
             continue
         _, s, occupants = best
@@ -89,6 +112,35 @@ def evict(p: Problem, coloring: Coloring) -> Coloring:
     coloring.start = matrix.start
     coloring.spilled = spilled
     return coloring
+
+
+class _Costlier:
+    """The nodes of a problem by spill cost, most expensive first, to answer "which nodes cost
+    at least this much" as a bitset (:meth:`at_least`): the eviction pass rules out a set of
+    occupants with one AND instead of summing the costs of its members. Bitsets of the first
+    64, 128, ... nodes are kept; a query ORs at most 63 more nodes to one of them."""
+
+    STEP = 64
+
+    def __init__(self, p: Problem):
+        cost = p.cost
+        self.order = sorted(p.members, key=lambda n: -cost[n])
+        self.negated = [-cost[n] for n in self.order]       # ascending, for bisect
+        self.prefix = [0]               # prefix[i]: the first STEP x i nodes of ``order``
+        mask = 0
+        for i, n in enumerate(self.order, 1):
+            mask |= 1 << n
+            if i % self.STEP == 0:
+                self.prefix.append(mask)
+
+    def at_least(self, bound: float) -> int:
+        """The bitset of the nodes whose cost is at least ``bound``."""
+        count = bisect_right(self.negated, -bound)
+        whole = count // self.STEP
+        mask = self.prefix[whole]
+        for n in self.order[whole * self.STEP:count]:
+            mask |= 1 << n
+        return mask
 
 
 def cheaper(first: tuple[Problem, Coloring],
@@ -158,28 +210,25 @@ def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
     matrix = UnitMatrix.for_problem(p, {**p.precolored, **coloring.start})
     held, adj, cost, shape = matrix.held, p.adj, p.cost, p.shape
     size = spill_code_bytes(p, None, recomputed, homed)
-    fixed = 0
-    for m in p.precolored:
-        fixed |= 1 << m
     failed = set(coloring.spilled)
     failed_mask = 0
     for q in failed:
         failed_mask |= 1 << q
-    units = len(matrix.occ)
-    count: dict[int, list[int]] = {}    # failed node -> per unit, its colored neighbours there
+    occ = matrix.occ                # per unit, the nodes colored over it
     taken: dict[int, int] = {}      # failed node -> the units its colored neighbours hold
     alone: dict[int, int] = {}      # ... and of those, the units one neighbour alone holds
-    hope_at = [0] * units           # per unit, the failed nodes one neighbour alone blocks
+    hope_at = [0] * len(occ)        # per unit, the failed nodes one neighbour alone blocks
 
     def mark(q: int, where) -> None:
-        """Bring ``taken``, ``alone`` and ``hope_at`` of failed node ``q`` up to its counts
-        at the units ``where``."""
-        c, bit = count[q], 1 << q
+        """Bring ``taken``, ``alone`` and ``hope_at`` of failed node ``q`` up to the colored
+        neighbours it has at the units ``where`` (counted in the matrix)."""
+        near, bit = adj[q], 1 << q
         t, a = taken[q], alone[q]
         for u in where:
             ub = 1 << u
-            t = t | ub if c[u] else t & ~ub
-            if c[u] == 1:
+            c = (occ[u] & near).bit_count()
+            t = t | ub if c else t & ~ub
+            if c == 1:
                 a |= ub
                 hope_at[u] |= bit
             else:
@@ -188,17 +237,21 @@ def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
         taken[q], alone[q] = t, a
 
     def survey(q: int) -> None:
-        """Count failed node ``q``'s colored neighbours per unit afresh."""
+        """Find failed node ``q``'s units held by colored neighbours, and those one of them
+        alone holds, afresh (``q`` is marked nowhere in ``hope_at``: it was colored, or is
+        new)."""
         nonlocal failed_mask
         failed.add(q)
         failed_mask |= 1 << q
-        c = count[q] = [0] * units
-        for x in bits(adj[q] & matrix.assigned):
-            first = matrix.start[x]
-            for u in range(first, first + shape[x].units):
-                c[u] += 1
-        taken[q] = alone[q] = 0
-        mark(q, [u for u in range(units) if c[u]])
+        once = twice = 0            # units held by at least one colored neighbour, by two
+        for units in map(held.__getitem__, bits(adj[q] & matrix.assigned)):
+            twice |= once & units
+            once |= units
+        taken[q] = once
+        alone[q] = only = once & ~twice
+        bit = 1 << q
+        for u in bits(only):
+            hope_at[u] |= bit
 
     def forget(q: int) -> None:
         """Failed node ``q`` found a placement."""
@@ -207,24 +260,18 @@ def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
         failed_mask &= ~(1 << q)
         for u in bits(alone.pop(q)):
             hope_at[u] &= ~(1 << q)
-        del taken[q], count[q]
+        del taken[q]
 
     def place(x: int, s: int) -> None:
         matrix.assign(x, s)
         where = range(s, s + shape[x].units)
         for q in bits(adj[x] & failed_mask):
-            c = count[q]
-            for u in where:
-                c[u] += 1
             mark(q, where)
 
     def lift(x: int) -> None:
         s = matrix.unassign(x)
         where = range(s, s + shape[x].units)
         for q in bits(adj[x] & failed_mask):
-            c = count[q]
-            for u in where:
-                c[u] -= 1
             mark(q, where)
 
     def hopeful(m: int) -> int:
@@ -236,10 +283,11 @@ def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
             found |= hope_at[u]
         return found & adj[m]
 
-    def step(m: int):
-        """What ``m`` giving way would do: (gain, seated, where m moves or None), or None
-        when it lowers no cost or would raise the bytes of spill code."""
-        seated, worth = _seat(p, m, held[m], hopeful(m), taken, alone)
+    def step(m: int, near: int):
+        """What ``m`` giving way would do, seating failed nodes of ``near`` (its hopeful
+        neighbours): (gain, seated, where m moves or None), or None when it lowers no cost or
+        would raise the bytes of spill code."""
+        seated, worth = _seat(p, m, held[m], near, taken, alone)
         if worth <= 0:
             return None
         blocked = matrix.forbidden(m)
@@ -252,8 +300,10 @@ def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
             worth -= cost[m]
         return (worth, seated, moved) if worth > 0 else None
 
+    colored, precolored = matrix.start, p.precolored
+
     def eligible(m: int) -> bool:
-        return bool(matrix.assigned >> m & 1) and not fixed >> m & 1 and not math.isinf(cost[m])
+        return m in colored and m not in precolored and not math.isinf(cost[m])
 
     for q in list(failed):
         survey(q)
@@ -263,8 +313,9 @@ def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
             near |= adj[q]
         ranked = []
         for m in bits(near):
-            if eligible(m) and hopeful(m):
-                got = step(m)
+            if eligible(m):
+                h = hopeful(m)
+                got = step(m, h) if h else None
                 if got is not None:
                     ranked.append((-got[0], m))
         if not ranked:
@@ -273,7 +324,8 @@ def give_way(p: Problem, coloring: Coloring, recomputed=frozenset(),
         # have changed its neighbourhood) and taken if it still lowers the cost
         ranked.sort()
         for _, m in ranked:
-            got = step(m) if eligible(m) and hopeful(m) else None
+            h = hopeful(m) if eligible(m) else 0
+            got = step(m, h) if h else None
             if got is None:
                 continue
             _, seated, moved = got
@@ -304,15 +356,24 @@ def _seat(p: Problem, m: int, units: int, hopeful: int, taken: dict[int, int],
     each on the lowest placement free once ``m`` is gone; and their total cost."""
     seated: list[tuple[int, int]] = []
     worth = 0.0
-    for q in sorted(bits(hopeful), key=lambda q: (-p.cost[q], q)):
+    cost, adj, shape = p.cost, p.adj, p.shape
+    seated_bits = 0                 # the seated nodes, and the units each takes
+    seated_units: dict[int, int] = {}
+    free_starts = p.regfile.free_starts
+    for q in sorted(bits(hopeful), key=lambda q: (-cost[q], q)):
         blocked = taken[q] & ~(units & alone[q])
-        for r, s in seated:
-            if p.adj[q] >> r & 1:
-                blocked |= p.shape[r].mask(s)
-        s = _lowest(p, q, blocked)
-        if s is not None:
+        near = adj[q] & seated_bits             # seated neighbours: a few, peeled off
+        while near:
+            low = near & -near
+            blocked |= seated_units[low.bit_length() - 1]
+            near ^= low
+        free = free_starts(shape[q], blocked)       # _lowest, inline
+        if free:
+            s = (free & -free).bit_length() - 1
             seated.append((q, s))
-            worth += p.cost[q]
+            seated_bits |= 1 << q
+            seated_units[q] = shape[q].mask(s)
+            worth += cost[q]
     return seated, worth
 
 

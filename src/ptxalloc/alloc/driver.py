@@ -723,17 +723,20 @@ def _give_way(a: Allocation, problem: Problem, coloring: Coloring, remat: dict) 
 
 def _spill(a: Allocation, remat: dict) -> None:
     """Spill the registers of every node left without a placement. A node none of whose
-    members may be spilled is relieved instead (:func:`relief.relieve`): its blocking
+    members may be spilled is relieved instead (:meth:`relief.Relief.relieve`): its blocking
     neighbours are spilled, or it is fixed to a placement (``relief_precolored``) that movable
     neighbours leave next round."""
-    from .relief import relieve, spillable, stuck_message
+    from .relief import Relief, spillable, stuck_message
     problem, coloring = a.problem, a.coloring
     to_spill: set[int] = set()
     unspillable = a.state.no_spill | set(a.info.precolored) | a.pinned
+    reliefs = None                  # one for every relief of the round
     for node in coloring.spilled:
         members = spillable(problem, node, unspillable)
         if not members:
-            relief = relieve(problem, coloring, node, unspillable)
+            if reliefs is None:
+                reliefs = Relief(problem, coloring, unspillable)
+            relief = reliefs.relieve(node)
             if relief is None or (not relief[0] and relief[1] is None) or (
                     not relief[0] and any(v in a.relief_precolored
                                           for v in problem.members[node])):

@@ -149,6 +149,8 @@ class RegFile:
 def blocked_starts(forbidden: int, units: int) -> int:
     """The start units from which ``units`` consecutive units meet ``forbidden``: the OR of
     ``forbidden >> j`` for j < units, in log2(units) shifts."""
+    if units <= 2:                  # the common shapes (16- and 32-bit), without the loop
+        return forbidden | forbidden >> 1 if units == 2 else forbidden
     blocked = forbidden
     covered = 1
     while covered < units:
