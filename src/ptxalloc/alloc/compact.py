@@ -587,7 +587,7 @@ def squeaky_wheel(p: Problem, registers: int,
 def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
             to_beat: tuple[int, int | None] | None = None,
             colorings: list[dict[int, int] | None] | None = None,
-            rival=None) -> bool:
+            rival=None, rival_tried: bool = False) -> bool:
     """Recolor ``coloring`` in place when that lowers the register count; returns whether it
     did. Three program-order greedy colorings are tried (:func:`greedy_colorings`, or the
     ``colorings`` the caller already made of ``p``) and the one using fewest registers wins.
@@ -605,7 +605,9 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
     ``rival()``, when given, is a register count the caller reaches anyway with another
     coloring that wins unless this one does at least as well: when a clique of ``p`` needs
     more registers than that (and than ``lower_bound``), no coloring of ``p`` can be kept,
-    and the search is not run."""
+    and the search is not run. With ``rival_tried`` the caller also promises to try that
+    other coloring whenever this one ends above ``lower_bound``: then, when a clique says so
+    before anything is colored, nothing is (``coloring`` is left as it is, not proven)."""
     if coloring.spilled:
         return False
     if to_beat is None:
@@ -616,19 +618,27 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
 
     def acceptable(start: dict[int, int]) -> bool:
         return limit is None or penalty is None or penalty(start) <= limit
+    clique = clique_registers(p)
+    count = None
+    if rival is not None and rival_tried and clique > lower_bound:
+        count = rival()
+        if count is not None and clique > count:
+            # every coloring of ``p`` needs ``clique`` registers, above the lower bound (so
+            # the caller tries the rival) and above the rival's count (so the rival wins):
+            # none is made (renderer.ptx: 62 of its 110 coalesced graphs)
+            coloring.optimal = False
+            return False
     found = None
     for start in colorings if colorings is not None else greedy_colorings(p):
         if start is not None:
             hw = high_water(p, start)
             if hw < best and acceptable(start):
                 best, found = hw, start
-    clique = 0
     if best > lower_bound:
         # the cheap squeaky wheel first: at the lower bound, else one register fewer; never
         # below a clique's registers (no coloring there: a third of its failures, measured)
         # nor at a count two tight tuples rule out (then ``clique`` is one more: a proven
         # bound all the same)
-        clique = clique_registers(p)
         floor = max(lower_bound, clique, 1)
         if floor < best and tight_tuples_rule_out(p, floor):
             clique = floor = floor + 1
@@ -638,8 +648,6 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
                 if start is not None and acceptable(start) and high_water(p, start) < best:
                     best, found = high_water(p, start), start
                     break
-    if not clique:
-        clique = clique_registers(p)
     # MaxLive bounds the registers of the code's live values, not of this graph's colorings: a
     # copy's source and destination live at once hold one value and need not interfere, so a
     # coloring may use fewer (30 against MaxLive 31 on particleSystem's
@@ -647,12 +655,10 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
     proven = best <= clique
     nodes = sum(1 for n in p.members if n not in p.precolored)
     if not proven and nodes <= SEARCH_MAX_NODES:
-        if rival is not None:
+        if rival is not None and count is None:
             count = rival()
-            hopeless = count is not None and clique > max(count, lower_bound)
-        else:
-            hopeless = False
-        if not proven and not hopeless:
+        hopeless = count is not None and clique > max(count, lower_bound)
+        if not hopeless:
             order = _graph(p).order
             # one register fewer at a time: no coloring below L means none below any L' < L
             while best > max(lower_bound, clique, 1):

@@ -810,8 +810,10 @@ def _compact(a: Allocation) -> None:
         colorings = greedy_colorings(plain_problem())
         return fewest_registers(colorings, plain)
 
+    # the graph before coalescing is tried below whenever this one stays above MaxLive
+    tried = penalty is None and bool(problem.merges or a.relief_precolored)
     compact(problem, coloring, bound, penalty=penalty,
-            rival=plain_registers if penalty is None else None)
+            rival=plain_registers if penalty is None else None, rival_tried=tried)
     registers = high_water(problem, coloring.start)
     if registers <= bound or (penalty is None and not problem.merges
                               and not a.relief_precolored):
