@@ -19,7 +19,7 @@ asked again with the same
 inputs is answered from memory (:func:`_remembered_search`). What every coloring of one
 problem reads (program order, copy partners, each node's earlier neighbours) is built once
 (:class:`_Graph`). Time figures: docs/decisions.md, "Where ``allocate``'s time goes, phase by
-phase" and "Large files, round 5".
+phase", "Large files, round 5" and "Compaction, the pre-passes and finish on large files".
 
 It changes no spill decision and no value's class or alignment; the checker proves the result
 like any other. docs/decisions.md records it as the project's addition to the seeds.
@@ -325,8 +325,10 @@ def _search(p: Problem, order: list[int], limit_units: int,
     tie = [(len(nbrs_of[i]) << 16) | (n_order - i) for i in range(n_order)]
     key = [(forbidden[i].bit_count() << 32) | tie[i] for i in range(n_order)]
     # the same keys in a numpy array on large graphs, kept in step with ``key``: its argmax
-    # is the list's (the keys are unique), 0.6 us against 25 us for 900 nodes (timeit)
-    np = numpy_when_worth(n_order * steps // 4) if n_order >= SEARCH_NUMPY_NODES else None
+    # is the list's (the keys are unique), 0.6 us against 25 us for 900 nodes (timeit). Only
+    # where the run has imported numpy already (a search's step budget says little of the
+    # steps it takes: counted as work, it imported numpy, 80 ms, on convolutionTexture)
+    np = numpy_when_worth(0) if n_order >= SEARCH_NUMPY_NODES else None
     keys = np.array(key, np.int64) if np is not None else None
     left = [n_order]
     budget = [steps]
@@ -394,8 +396,8 @@ def _search(p: Problem, order: list[int], limit_units: int,
 
 
 SEARCH_STEPS = 5000
-#: From this many nodes the search finds its next node with numpy (when imported or worth
-#: importing: :func:`~ptxalloc.util.numpy_when_worth`); below, a list's max is as fast.
+#: From this many nodes the search finds its next node with numpy (when the run has imported
+#: it already: :func:`~ptxalloc.util.numpy_when_worth`); below, a list's max is as fast.
 SEARCH_NUMPY_NODES = 64
 #: steps x nodes: a step costs time in proportion to the nodes. 600,000 was tried (Triton's
 #: vector add in the scheduler's first order needs 3,100 steps on its 129-node graph); at the
