@@ -783,10 +783,11 @@ def _compact(a: Allocation) -> None:
     register), keeping whichever uses fewer registers (the coalesced one on a tie). A count
     proven minimal for the coalesced graph says nothing of the graph before coalescing, so
     that one is tried even then. In a leaf function (no caller-save penalty) the coalesced
-    graph's search is skipped when the greedy colorings of the graph before coalescing already
-    use fewer registers than a clique of the coalesced one needs (that search could not win),
-    and the graph before coalescing is not tried when coalescing merged nothing (it is the
-    same graph, its colorings and searches the same)."""
+    graph is not colored at all when a clique of it needs more registers than MaxLive and
+    than the greedy colorings of the graph before coalescing (that graph is then tried and
+    wins whatever the coalesced one would reach), and its search is skipped when the clique
+    needs more than those colorings only; the graph before coalescing is not tried when
+    coalescing merged nothing (it is the same graph, its colorings and searches the same)."""
     analysis, problem, coloring = a.analysis, a.problem, a.coloring
     bound = analysis.pressure.max_live
     if a.tuple_reused:
