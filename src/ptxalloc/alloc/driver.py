@@ -785,8 +785,9 @@ def _compact(a: Allocation) -> None:
     that one is tried even then. In a leaf function (no caller-save penalty) the coalesced
     graph is not colored at all when a clique of it needs more registers than MaxLive and
     than the greedy colorings of the graph before coalescing (that graph is then tried and
-    wins whatever the coalesced one would reach), and its search is skipped when the clique
-    needs more than those colorings only; the graph before coalescing is not tried when
+    wins whatever the coalesced one would reach), and its search is skipped where that holds
+    only once two tight tuples raised the clique's count (:func:`compact`); the graph before
+    coalescing is not tried when
     coalescing merged nothing (it is the same graph, its colorings and searches the same)."""
     analysis, problem, coloring = a.analysis, a.problem, a.coloring
     bound = analysis.pressure.max_live
