@@ -787,8 +787,8 @@ def _compact(a: Allocation) -> None:
     than the greedy colorings of the graph before coalescing (that graph is then tried and
     wins whatever the coalesced one would reach), and its search is skipped where that holds
     only once two tight tuples raised the clique's count (:func:`compact`); the graph before
-    coalescing is not tried when
-    coalescing merged nothing (it is the same graph, its colorings and searches the same)."""
+    coalescing is not tried when coalescing merged nothing (it is the same graph, its
+    colorings and searches the same)."""
     analysis, problem, coloring = a.analysis, a.problem, a.coloring
     bound = analysis.pressure.max_live
     if a.tuple_reused:
