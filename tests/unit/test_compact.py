@@ -552,3 +552,33 @@ def test_a_search_asked_again_is_answered_from_memory(monkeypatch):
     body = res.ptx.split(".visible .entry add_kernel_again(")
     assert body[1].strip() == body[0].split(".visible .entry add_kernel(")[1].strip()
     assert_verified(res)
+
+
+def test_a_squeaky_wheel_asked_again_is_answered_from_memory(monkeypatch):
+    """Two copies of one kernel ask compaction the same squeaky-wheel runs: the second copy's
+    are answered from memory (a copy of the coloring), and both copies get the same
+    allocation, the one computing every run gives."""
+    import ptxalloc.alloc.compact as compact_module
+    text = (DATA / "triton" / "sm80_vector_add.ptx").read_text()
+    head, _, rest = text.partition(".visible .entry add_kernel(")
+    kernel_text = ".visible .entry add_kernel(" + rest
+    twice = head + kernel_text + "\n" + kernel_text.replace("add_kernel(", "add_kernel_again(")
+    options = Options(knobs={"ScheduleStoresLast": 0})
+    monkeypatch.setattr(compact_module, "_searched", {})
+    ran, asked = [], []
+    real_run, real_asked = compact_module._squeaky_wheel, compact_module.squeaky_wheel
+    monkeypatch.setattr(compact_module, "_squeaky_wheel",
+                        lambda *a: ran.append(1) or real_run(*a))
+    monkeypatch.setattr(compact_module, "squeaky_wheel",
+                        lambda *a, **k: asked.append(1) or real_asked(*a, **k))
+    res = allocate_module(parse(twice), options=options)
+    assert ran and len(asked) == 2 * len(ran)
+    body = res.ptx.split(".visible .entry add_kernel_again(")
+    assert body[1].strip() == body[0].split(".visible .entry add_kernel(")[1].strip()
+    # with nothing remembered between the copies, the same output
+    monkeypatch.setattr(compact_module, "_remembered", lambda key, compute: compute())
+    ran.clear()
+    asked.clear()
+    assert allocate_module(parse(twice), options=options).ptx == res.ptx
+    assert len(ran) == len(asked)
+    assert_verified(res)

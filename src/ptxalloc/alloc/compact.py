@@ -248,8 +248,30 @@ class _OutOfSteps(Exception):
     pass
 
 
-_searched: dict = {}        # _search's answers by their whole input (:func:`_remembered_search`)
-SEARCHES_REMEMBERED = 64
+_searched: dict = {}        # answers by their whole input (:func:`_remembered`)
+#: Searches and squeaky-wheel runs remembered (one memory, the oldest forgotten first).
+SEARCHES_REMEMBERED = 128
+
+
+def _input_key(p: Problem, order: list[int]) -> tuple:
+    """What a coloring of ``p`` in ``order`` reads of it: the register file, the order, each
+    node's shape and neighbours, the precolored nodes (in their order) and shapes."""
+    shape, adj, regfile = p.shape, p.adj, p.regfile
+    return (regfile.k, regfile.pred_regs, regfile.reserved, tuple(order),
+            tuple([shape[n] for n in order]), tuple([adj[n] for n in order]),
+            tuple([(n, s, shape[n]) for n, s in p.precolored.items()]))
+
+
+def _remembered(key: tuple, compute):
+    """``compute()``, answered from memory when asked before in this process with the same
+    ``key`` (the whole input of a pure computation); a coloring is handed out as a copy."""
+    got = _searched.get(key, _searched)
+    if got is _searched:
+        got = compute()
+        if len(_searched) >= SEARCHES_REMEMBERED:
+            del _searched[next(iter(_searched))]
+        _searched[key] = got
+    return dict(got) if type(got) is dict else got
 
 
 def _remembered_search(p: Problem, order: list[int], limit_units: int,
@@ -260,17 +282,8 @@ def _remembered_search(p: Problem, order: list[int], limit_units: int,
     and the step budget — and that is the key; functions instantiated from one template
     (matrix_free, reduction kernels) ask the same searches again and again, most of them ones
     that give up after their whole budget."""
-    shape, adj, regfile = p.shape, p.adj, p.regfile
-    key = (limit_units, steps, regfile.k, regfile.pred_regs, regfile.reserved, tuple(order),
-           tuple([shape[n] for n in order]), tuple([adj[n] for n in order]),
-           tuple([(n, s, shape[n]) for n, s in p.precolored.items()]))
-    got = _searched.get(key, _searched)
-    if got is _searched:
-        got = _search(p, order, limit_units, steps)
-        if len(_searched) >= SEARCHES_REMEMBERED:
-            del _searched[next(iter(_searched))]
-        _searched[key] = got
-    return dict(got) if type(got) is dict else got
+    return _remembered(("search", limit_units, steps) + _input_key(p, order),
+                       lambda: _search(p, order, limit_units, steps))
 
 
 def _search(p: Problem, order: list[int], limit_units: int,
@@ -574,10 +587,23 @@ def squeaky_wheel(p: Problem, registers: int,
     MaxLive on real code is the few nodes it reaches too late — a register defined twice (a
     variable of the source assigned on two paths), a 64-bit pair or a tuple whose aligned
     placement the narrow values around it have already fragmented. Placing those first lets
-    the rest fill around them (docs/decisions.md, "Registers = MaxLive at K = 255")."""
-    order = _graph(p).order
+    the rest fill around them (docs/decisions.md, "Registers = MaxLive at K = 255").
+
+    A pure function of the graph, its copy partners, the register file and the limit:
+    answered from memory when asked again (:func:`_remembered`; functions instantiated from
+    one template ask the same, thrust's histogram.ptx 21 of its 46 runs)."""
+    graph = _graph(p)
+    order = graph.order
     if not order:
         return None
+    partners = tuple([graph.rows[n][1] for n in order])
+    return _remembered(("squeaky", registers, tries, SQUEAKY_STALL, partners)
+                       + _input_key(p, order), lambda: _squeaky_wheel(p, order, registers, tries))
+
+
+def _squeaky_wheel(p: Problem, order: list[int], registers: int,
+                   tries: int) -> dict[int, int] | None:
+    """:func:`squeaky_wheel`, computed."""
     limit = 2 * registers
     current = list(order)
     moved = 0                           # the nodes moved to the front: the rest keep the order
