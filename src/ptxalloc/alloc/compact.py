@@ -339,8 +339,8 @@ def _search(p: Problem, order: list[int], limit_units: int,
     key = [(forbidden[i].bit_count() << 32) | tie[i] for i in range(n_order)]
     # the same keys in a numpy array on large graphs, kept in step with ``key``: its argmax
     # is the list's (the keys are unique), 0.6 us against 25 us for 900 nodes (timeit). Only
-    # where the run has imported numpy already (a search's step budget says little of the
-    # steps it takes: counted as work, it imported numpy, 80 ms, on convolutionTexture)
+    # where the run has imported numpy already: a search's step budget says little of the
+    # steps it takes, so it is not counted as work worth importing numpy for (80 ms)
     np = numpy_when_worth(0) if n_order >= SEARCH_NUMPY_NODES else None
     keys = np.array(key, np.int64) if np is not None else None
     left = [n_order]
