@@ -108,6 +108,29 @@ def test_dead_definitions():
     assert (done.original_removed, done.moves_removed) == (1, 1)
 
 
+def test_dead_chains_go_in_rounds_across_blocks():
+    """A chain of dead definitions spread over blocks goes a link a round, down to a block
+    left without instructions; the CFG returned is the one of the body after. A definition
+    read by itself around a loop only is not dead (dead code, not faint code)."""
+    body = ("\tadd.s32 %r2, %r1, 7;\n\tsetp.gt.s32 %p1, %r1, 0;\n\t@%p1 bra L1;\n"
+            "\tadd.s32 %r5, %r1, 1;\nL1:\n\tadd.s32 %r3, %r2, 1;\nL2:\n"
+            "\tadd.s32 %r4, %r3, 1;\n\tadd.s32 %r6, %r6, 1;\n\tsetp.lt.s32 %p2, %r1, 9;\n"
+            "\t@%p2 bra L2;\n\tst.global.u32 [%rd1], %r1;")
+    fn = parse(_kernel(body), "k.ptx").functions[0]
+    regs = fn.regs
+    mask_of = {v: (1 if c.name == "PRED" else 3) << (4 * v) for v, c in enumerate(regs.classes)}
+    cfg, done = clean_up(fn, CFG(fn), mask_of, lambda v: (regs.classes[v], regs.vec[v]), set())
+    removed = [s.instr.render(regs.names.__getitem__) for s in fn.body if type(s) is Removed]
+    assert removed == ["add.s32\t%r2, %r1, 7;", "add.s32\t%r5, %r1, 1;",
+                       "add.s32\t%r3, %r2, 1;", "add.s32\t%r4, %r3, 1;"]
+    assert done.original_removed == 4
+    kept = [s.render(regs.names.__getitem__) for s in fn.instructions()]
+    assert "add.s32\t%r6, %r6, 1;" in kept
+    fresh = CFG(fn)
+    assert [b.instrs for b in cfg.blocks] == [b.instrs for b in fresh.blocks]
+    assert [b.succs for b in cfg.blocks] == [b.succs for b in fresh.blocks]
+
+
 def test_a_guarded_ret_reads_its_guard():
     """``@%p ret`` reads %p: the setp before it stays (found by tests/property/test_fuzz_alloc:
     the end of the function was taken to read only what is live on exit)."""

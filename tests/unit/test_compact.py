@@ -298,6 +298,37 @@ def test_search_is_the_plain_dsatur_search(seed):
                 assert _search(g, order, 2 * regs, used - 1) is None
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_search_picks_the_same_nodes_with_numpy(seed, monkeypatch):
+    """On graphs of SEARCH_NUMPY_NODES nodes and more the search finds its next node by
+    numpy's argmax over a copy of the keys: the same coloring, the same proof of none, and
+    giving up at the same step as with the list's max (random graphs of 32- and 64-bit
+    values, 64-90 nodes)."""
+    import random
+
+    import numpy
+
+    import ptxalloc.alloc.compact as compact_module
+    from ptxalloc.target.units import GPR32, GPR64
+    rnd = random.Random(seed)
+    n = rnd.randint(compact_module.SEARCH_NUMPY_NODES, 90)
+    shapes = [GPR64 if rnd.random() < 0.25 else GPR32 for _ in range(n)]
+    density = rnd.uniform(0.05, 0.3)
+    edges = {(a, b) for a in range(n) for b in range(a + 1, n) if rnd.random() < density}
+    g = _Graph(shapes, edges, 255)
+    order = list(range(n))
+    asked = []
+    for regs in range(4, 40, 5):
+        for steps in (n, 4 * n, 10 ** 4):
+            monkeypatch.setattr(compact_module, "SEARCH_NUMPY_NODES", 10 ** 9)
+            with_list = compact_module._search(g, order, 2 * regs, steps)
+            monkeypatch.setattr(compact_module, "SEARCH_NUMPY_NODES", 0)
+            monkeypatch.setattr(compact_module, "numpy_when_worth",
+                                lambda work: asked.append(work) or numpy)
+            assert compact_module._search(g, order, 2 * regs, steps) == with_list
+    assert asked
+
+
 def _tight_pair_graph(rnd, w_regs: int):
     """Two tuples of ``w_regs`` registers (pairs or quads), each beside a clique of 32-bit
     values filling every other register of a file of ``registers``; the cliques share some
@@ -443,6 +474,40 @@ def test_skipped_coalesced_search_changes_no_allocation(monkeypatch):
     assert_verified(fast)
 
 
+def test_coalesced_graph_a_clique_rules_out_is_not_colored(monkeypatch):
+    """When a clique of the coalesced graph needs more registers than MaxLive and than the
+    greedy colorings of the graph before coalescing, that graph wins whatever compaction
+    makes of the coalesced one: nothing of it is colored (hand/spill_vectorize.ptx at
+    ptxas's limit), and the allocation is byte for byte the one coloring it gives."""
+    import ptxalloc.alloc.compact as compact_module
+    import ptxalloc.alloc.driver as driver
+    from ptxalloc.ptx import parse_file
+    path = str(DATA / "hand" / "spill_vectorize.ptx")
+    real_compact, real_greedy = driver.compact, compact_module.greedy_colorings
+    calls = {"greedy": 0, "left": 0}
+
+    def greedy(p):
+        calls["greedy"] += 1
+        return real_greedy(p)
+
+    def counting(p, coloring, *a, **k):
+        before = calls["greedy"]
+        changed = real_compact(p, coloring, *a, **k)
+        if k.get("rival_tried") and calls["greedy"] == before and not coloring.spilled:
+            calls["left"] += 1
+            assert not changed and coloring.optimal is False
+        return changed
+    monkeypatch.setattr(compact_module, "greedy_colorings", greedy)
+    monkeypatch.setattr(driver, "compact", counting)
+    fast = allocate_module(parse_file(path))
+    assert calls["left"] == 1
+    monkeypatch.setattr(driver, "compact",
+                        lambda *a, rival_tried=False, **k: real_compact(*a, **k))
+    full = allocate_module(parse_file(path))
+    assert fast.ptx == full.ptx
+    assert_verified(fast)
+
+
 def test_graph_without_merges_is_not_compacted_twice(monkeypatch):
     """When coalescing merged nothing, the graph before coalescing is the same graph: trying it
     again is skipped, and the allocation is the one trying it gives (sm80_vector_add)."""
@@ -486,4 +551,34 @@ def test_a_search_asked_again_is_answered_from_memory(monkeypatch):
     assert first.registers == second.registers
     body = res.ptx.split(".visible .entry add_kernel_again(")
     assert body[1].strip() == body[0].split(".visible .entry add_kernel(")[1].strip()
+    assert_verified(res)
+
+
+def test_a_squeaky_wheel_asked_again_is_answered_from_memory(monkeypatch):
+    """Two copies of one kernel ask compaction the same squeaky-wheel runs: the second copy's
+    are answered from memory (a copy of the coloring), and both copies get the same
+    allocation, the one computing every run gives."""
+    import ptxalloc.alloc.compact as compact_module
+    text = (DATA / "triton" / "sm80_vector_add.ptx").read_text()
+    head, _, rest = text.partition(".visible .entry add_kernel(")
+    kernel_text = ".visible .entry add_kernel(" + rest
+    twice = head + kernel_text + "\n" + kernel_text.replace("add_kernel(", "add_kernel_again(")
+    options = Options(knobs={"ScheduleStoresLast": 0})
+    monkeypatch.setattr(compact_module, "_searched", {})
+    ran, asked = [], []
+    real_run, real_asked = compact_module._squeaky_wheel, compact_module.squeaky_wheel
+    monkeypatch.setattr(compact_module, "_squeaky_wheel",
+                        lambda *a: ran.append(1) or real_run(*a))
+    monkeypatch.setattr(compact_module, "squeaky_wheel",
+                        lambda *a, **k: asked.append(1) or real_asked(*a, **k))
+    res = allocate_module(parse(twice), options=options)
+    assert ran and len(asked) == 2 * len(ran)
+    body = res.ptx.split(".visible .entry add_kernel_again(")
+    assert body[1].strip() == body[0].split(".visible .entry add_kernel(")[1].strip()
+    # with nothing remembered between the copies, the same output
+    monkeypatch.setattr(compact_module, "_remembered", lambda key, compute: compute())
+    ran.clear()
+    asked.clear()
+    assert allocate_module(parse(twice), options=options).ptx == res.ptx
+    assert len(ran) == len(asked)
     assert_verified(res)

@@ -575,3 +575,30 @@ def test_the_choice_weighs_every_predicate_beyond_the_file_and_the_floor_only_wh
     assert (p.max_live, p.max_preds) == (14, 9)
     assert p.max_live_with_predicates(7) == 14
     assert registers_needed((p.max_live, p.max_preds)) == 16
+
+
+def test_an_unshared_plan_of_the_same_records_is_not_measured_again(monkeypatch):
+    """hand/scopes.ptx: the plan with shared extensions takes a step the plan without them
+    would not, yet both plan the same records; the second is then not applied and measured
+    (the same records make the same function), and the choice is the first plan's, which
+    needs as many registers as applying the second gives."""
+    import ptxalloc.analysis as analysis_module
+    import ptxalloc.passes.recompute as recompute_module
+    from ptxalloc.passes.recompute import registers_needed
+    fn = parse_file(str(DATA / "hand" / "scopes.ptx")).functions[0]
+    plans = []
+    real_plan = recompute_module._plan
+    monkeypatch.setattr(recompute_module, "_plan",
+                        lambda *a, **k: plans.append(real_plan(*a, **k)) or plans[-1])
+    measured = []
+    real_pressure = analysis_module.pressure_of
+    monkeypatch.setattr(analysis_module, "pressure_of",
+                        lambda f, *a: measured.append(f) or real_pressure(f, *a))
+    choices = recompute_choices(fn)
+    shared, unshared = plans
+    assert shared.novel and unshared.records and not unshared.novel
+    assert (unshared.records, unshared.dead) == (shared.records, shared.dead)
+    assert len(measured) == 1 and choices[0].records == shared.records
+    again = real_pressure(apply_recomputations(fn, unshared.records, unshared.dead))
+    assert registers_needed((again.max_live, again.max_preds)) == \
+        registers_needed(choices[0].max_live_after)

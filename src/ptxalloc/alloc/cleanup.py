@@ -113,10 +113,24 @@ def clean_up(fn: Function, cfg: CFG, mask_of: dict[int, int], shape_of,
     for m in mask_of.values():
         everything |= m
     exit_live = everything if fn.kind == "func" else 0
+    # per block, per instruction what the rounds read of it, computed once: removing a dead
+    # definition changes no other instruction and no edge, and liveness per instruction
+    # does not depend on how the instructions are cut into blocks, so the rounds work on
+    # these lists and the CFG is built again once, at the end
+    blocks = [[_facts(ins, mask_of, everything, exit_live, kept_copies) for ins in b.instrs]
+              for b in cfg.blocks]
+    succs = [b.succs for b in cfg.blocks]
+    summary: list = [None] * len(blocks)
+    removed = False
     while True:
-        dead = _dead(cfg, mask_of, everything, exit_live, kept_copies)
+        dead = _dead(blocks, succs, summary, exit_live)
         if not dead:
             break
+        removed = True
+        for bid, facts in enumerate(blocks):
+            if any(id(f[0]) in dead for f in facts):
+                blocks[bid] = [f for f in facts if id(f[0]) not in dead]
+                summary[bid] = None
         body = []
         for s in fn.body:
             if id(s) in dead:
@@ -130,6 +144,7 @@ def clean_up(fn: Function, cfg: CFG, mask_of: dict[int, int], shape_of,
                 continue
             body.append(s)
         fn.body = body
+    if removed:
         cfg = CFG(fn)
     return cfg, done
 
@@ -206,28 +221,37 @@ def _rewrite_uses(ins: Instruction, copies, mask_of, shape_of):
     return new, count
 
 
-def _dead(cfg: CFG, mask_of: dict[int, int], everything: int, exit_live: int,
-          kept_copies: set[int]) -> set[int]:
-    """Ids of the droppable instructions whose result no later instruction reads."""
-    blocks = cfg.blocks
+def _facts(ins: Instruction, mask_of: dict[int, int], everything: int, exit_live: int,
+           kept_copies: set[int]) -> tuple:
+    """What :func:`_dead` reads of ``ins``: the instruction, the units it reads and those it
+    writes for certain (:func:`_effect`), and the units of its one result when it may go when
+    they are dead (None when it may not)."""
+    gen, kill = _effect(ins, mask_of, everything, exit_live)
+    droppable = id(ins) not in kept_copies and _droppable(ins, mask_of)
+    return ins, gen, kill, mask_of[ins.defs[0]] if droppable else None
+
+
+def _dead(blocks: list[list[tuple]], succs: list[list[int]], summary: list,
+          exit_live: int) -> set[int]:
+    """Ids of the droppable instructions whose result no later instruction reads; ``blocks``
+    holds each block's instructions as :func:`_facts`, ``summary`` each block's (gen, kill)
+    over units, None where not known yet (filled in)."""
     n = len(blocks)
-    summary = []                    # per block: (gen, kill) over units
-    for b in blocks:
-        gen = kill = 0
-        for ins in reversed(b.instrs):
-            g, k = _effect(ins, mask_of, everything, exit_live)
-            gen = (gen & ~k) | g
-            kill |= k
-        summary.append((gen, kill))
+    for bid, facts in enumerate(blocks):
+        if summary[bid] is None:
+            gen = kill = 0
+            for _, g, k, _ in reversed(facts):
+                gen = (gen & ~k) | g
+                kill |= k
+            summary[bid] = (gen, kill)
     live_in = [0] * n
     live_out = [0] * n
     changed = True
     while changed:
         changed = False
         for bid in reversed(range(n)):
-            b = blocks[bid]
-            out = exit_live if not b.succs else 0
-            for s in b.succs:
+            out = exit_live if not succs[bid] else 0
+            for s in succs[bid]:
                 out |= live_in[s]
             gen, kill = summary[bid]
             inn = gen | (out & ~kill)
@@ -236,14 +260,12 @@ def _dead(cfg: CFG, mask_of: dict[int, int], everything: int, exit_live: int,
                 live_in[bid] = inn
                 changed = True
     dead: set[int] = set()
-    for b in blocks:
-        live = live_out[b.id]
-        for ins in reversed(b.instrs):
-            if (id(ins) not in kept_copies and _droppable(ins, mask_of)
-                    and not mask_of[ins.defs[0]] & live):
+    for bid, facts in enumerate(blocks):
+        live = live_out[bid]
+        for ins, g, k, result in reversed(facts):
+            if result is not None and not result & live:
                 dead.add(id(ins))
                 continue
-            g, k = _effect(ins, mask_of, everything, exit_live)
             live = (live & ~k) | g
     return dead
 

@@ -19,7 +19,7 @@ asked again with the same
 inputs is answered from memory (:func:`_remembered_search`). What every coloring of one
 problem reads (program order, copy partners, each node's earlier neighbours) is built once
 (:class:`_Graph`). Time figures: docs/decisions.md, "Where ``allocate``'s time goes, phase by
-phase" and "Large files, round 5".
+phase", "Large files, round 5" and "Compaction, the pre-passes and finish on large files".
 
 It changes no spill decision and no value's class or alignment; the checker proves the result
 like any other. docs/decisions.md records it as the project's addition to the seeds.
@@ -34,7 +34,7 @@ from weakref import WeakKeyDictionary
 
 from ..target.units import GPR
 from ..target.units import blocked_starts as _blocked_starts
-from ..util import bits
+from ..util import bits, numpy_when_worth
 from .api import Coloring, Problem
 
 
@@ -248,8 +248,30 @@ class _OutOfSteps(Exception):
     pass
 
 
-_searched: dict = {}        # _search's answers by their whole input (:func:`_remembered_search`)
-SEARCHES_REMEMBERED = 64
+_searched: dict = {}        # answers by their whole input (:func:`_remembered`)
+#: Searches and squeaky-wheel runs remembered (one memory, the oldest forgotten first).
+SEARCHES_REMEMBERED = 128
+
+
+def _input_key(p: Problem, order: list[int]) -> tuple:
+    """What a coloring of ``p`` in ``order`` reads of it: the register file, the order, each
+    node's shape and neighbours, the precolored nodes (in their order) and shapes."""
+    shape, adj, regfile = p.shape, p.adj, p.regfile
+    return (regfile.k, regfile.pred_regs, regfile.reserved, tuple(order),
+            tuple([shape[n] for n in order]), tuple([adj[n] for n in order]),
+            tuple([(n, s, shape[n]) for n, s in p.precolored.items()]))
+
+
+def _remembered(key: tuple, compute):
+    """``compute()``, answered from memory when asked before in this process with the same
+    ``key`` (the whole input of a pure computation); a coloring is handed out as a copy."""
+    got = _searched.get(key, _searched)
+    if got is _searched:
+        got = compute()
+        if len(_searched) >= SEARCHES_REMEMBERED:
+            del _searched[next(iter(_searched))]
+        _searched[key] = got
+    return dict(got) if type(got) is dict else got
 
 
 def _remembered_search(p: Problem, order: list[int], limit_units: int,
@@ -260,17 +282,8 @@ def _remembered_search(p: Problem, order: list[int], limit_units: int,
     and the step budget — and that is the key; functions instantiated from one template
     (matrix_free, reduction kernels) ask the same searches again and again, most of them ones
     that give up after their whole budget."""
-    shape, adj, regfile = p.shape, p.adj, p.regfile
-    key = (limit_units, steps, regfile.k, regfile.pred_regs, regfile.reserved, tuple(order),
-           tuple([shape[n] for n in order]), tuple([adj[n] for n in order]),
-           tuple([(n, s, shape[n]) for n, s in p.precolored.items()]))
-    got = _searched.get(key, _searched)
-    if got is _searched:
-        got = _search(p, order, limit_units, steps)
-        if len(_searched) >= SEARCHES_REMEMBERED:
-            del _searched[next(iter(_searched))]
-        _searched[key] = got
-    return dict(got) if type(got) is dict else got
+    return _remembered(("search", limit_units, steps) + _input_key(p, order),
+                       lambda: _search(p, order, limit_units, steps))
 
 
 def _search(p: Problem, order: list[int], limit_units: int,
@@ -324,15 +337,24 @@ def _search(p: Problem, order: list[int], limit_units: int,
     # node, so ``max`` over the list picks the node and ``index`` finds it. Colored: -1.
     tie = [(len(nbrs_of[i]) << 16) | (n_order - i) for i in range(n_order)]
     key = [(forbidden[i].bit_count() << 32) | tie[i] for i in range(n_order)]
+    # the same keys in a numpy array on large graphs, kept in step with ``key``: its argmax
+    # is the list's (the keys are unique), 0.6 us against 25 us for 900 nodes (timeit). Only
+    # where the run has imported numpy already: a search's step budget says little of the
+    # steps it takes, so it is not counted as work worth importing numpy for (80 ms)
+    np = numpy_when_worth(0) if n_order >= SEARCH_NUMPY_NODES else None
+    keys = np.array(key, np.int64) if np is not None else None
     left = [n_order]
     budget = [steps]
 
     def place() -> bool:
         if not left[0]:
             return True
-        i = key.index(max(key))                # the most constrained uncolored node
+        # the most constrained uncolored node
+        i = int(keys.argmax()) if keys is not None else key.index(max(key))
         saved_key = key[i]
         key[i] = -1
+        if keys is not None:
+            keys[i] = -1
         left[0] -= 1
         width = masks[i]
         node = order[i]
@@ -359,6 +381,8 @@ def _search(p: Problem, order: list[int], limit_units: int,
                         changed.append((j, old, old_free, kj))
                         forbidden[j] = old | added
                         key[j] = kj + (added.bit_count() << 32)
+                        if keys is not None:
+                            keys[j] = key[j]
                         left_free = free_of[j] = old_free & ~(over << s >> shift)
                         if not left_free:
                             wiped_out = True
@@ -369,8 +393,12 @@ def _search(p: Problem, order: list[int], limit_units: int,
                 forbidden[j] = old
                 free_of[j] = old_free
                 key[j] = kj
+                if keys is not None:
+                    keys[j] = kj
             del start[node]
         key[i] = saved_key
+        if keys is not None:
+            keys[i] = saved_key
         left[0] += 1
         return False
 
@@ -381,6 +409,9 @@ def _search(p: Problem, order: list[int], limit_units: int,
 
 
 SEARCH_STEPS = 5000
+#: From this many nodes the search finds its next node with numpy (when the run has imported
+#: it already: :func:`~ptxalloc.util.numpy_when_worth`); below, a list's max is as fast.
+SEARCH_NUMPY_NODES = 64
 #: steps x nodes: a step costs time in proportion to the nodes. 600,000 was tried (Triton's
 #: vector add in the scheduler's first order needs 3,100 steps on its 129-node graph); at the
 #: defaults it changed no allocation of the 60-file sample at any budget, and doubled the work
@@ -556,10 +587,23 @@ def squeaky_wheel(p: Problem, registers: int,
     MaxLive on real code is the few nodes it reaches too late — a register defined twice (a
     variable of the source assigned on two paths), a 64-bit pair or a tuple whose aligned
     placement the narrow values around it have already fragmented. Placing those first lets
-    the rest fill around them (docs/decisions.md, "Registers = MaxLive at K = 255")."""
-    order = _graph(p).order
+    the rest fill around them (docs/decisions.md, "Registers = MaxLive at K = 255").
+
+    A pure function of the graph, its copy partners, the register file and the limit:
+    answered from memory when asked again (:func:`_remembered`; functions instantiated from
+    one template ask the same, thrust's histogram.ptx 21 of its 46 runs)."""
+    graph = _graph(p)
+    order = graph.order
     if not order:
         return None
+    partners = tuple([graph.rows[n][1] for n in order])
+    return _remembered(("squeaky", registers, tries, SQUEAKY_STALL, partners)
+                       + _input_key(p, order), lambda: _squeaky_wheel(p, order, registers, tries))
+
+
+def _squeaky_wheel(p: Problem, order: list[int], registers: int,
+                   tries: int) -> dict[int, int] | None:
+    """:func:`squeaky_wheel`, computed."""
     limit = 2 * registers
     current = list(order)
     moved = 0                           # the nodes moved to the front: the rest keep the order
@@ -587,7 +631,7 @@ def squeaky_wheel(p: Problem, registers: int,
 def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
             to_beat: tuple[int, int | None] | None = None,
             colorings: list[dict[int, int] | None] | None = None,
-            rival=None) -> bool:
+            rival=None, rival_tried: bool = False) -> bool:
     """Recolor ``coloring`` in place when that lowers the register count; returns whether it
     did. Three program-order greedy colorings are tried (:func:`greedy_colorings`, or the
     ``colorings`` the caller already made of ``p``) and the one using fewest registers wins.
@@ -605,7 +649,9 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
     ``rival()``, when given, is a register count the caller reaches anyway with another
     coloring that wins unless this one does at least as well: when a clique of ``p`` needs
     more registers than that (and than ``lower_bound``), no coloring of ``p`` can be kept,
-    and the search is not run."""
+    and the search is not run. With ``rival_tried`` the caller also promises to try that
+    other coloring whenever this one ends above ``lower_bound``: then, when a clique says so
+    before anything is colored, nothing is (``coloring`` is left as it is, not proven)."""
     if coloring.spilled:
         return False
     if to_beat is None:
@@ -616,19 +662,27 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
 
     def acceptable(start: dict[int, int]) -> bool:
         return limit is None or penalty is None or penalty(start) <= limit
+    clique = clique_registers(p)
+    count = None
+    if rival is not None and rival_tried and clique > lower_bound:
+        count = rival()
+        if count is not None and clique > count:
+            # every coloring of ``p`` needs ``clique`` registers, above the lower bound (so
+            # the caller tries the rival) and above the rival's count (so the rival wins):
+            # none is made (renderer.ptx: 62 of its 110 coalesced graphs)
+            coloring.optimal = False
+            return False
     found = None
     for start in colorings if colorings is not None else greedy_colorings(p):
         if start is not None:
             hw = high_water(p, start)
             if hw < best and acceptable(start):
                 best, found = hw, start
-    clique = 0
     if best > lower_bound:
         # the cheap squeaky wheel first: at the lower bound, else one register fewer; never
         # below a clique's registers (no coloring there: a third of its failures, measured)
         # nor at a count two tight tuples rule out (then ``clique`` is one more: a proven
         # bound all the same)
-        clique = clique_registers(p)
         floor = max(lower_bound, clique, 1)
         if floor < best and tight_tuples_rule_out(p, floor):
             clique = floor = floor + 1
@@ -638,8 +692,6 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
                 if start is not None and acceptable(start) and high_water(p, start) < best:
                     best, found = high_water(p, start), start
                     break
-    if not clique:
-        clique = clique_registers(p)
     # MaxLive bounds the registers of the code's live values, not of this graph's colorings: a
     # copy's source and destination live at once hold one value and need not interfere, so a
     # coloring may use fewer (30 against MaxLive 31 on particleSystem's
@@ -647,12 +699,10 @@ def compact(p: Problem, coloring: Coloring, lower_bound: int = 0, penalty=None,
     proven = best <= clique
     nodes = sum(1 for n in p.members if n not in p.precolored)
     if not proven and nodes <= SEARCH_MAX_NODES:
-        if rival is not None:
+        if rival is not None and count is None:
             count = rival()
-            hopeless = count is not None and clique > max(count, lower_bound)
-        else:
-            hopeless = False
-        if not proven and not hopeless:
+        hopeless = count is not None and clique > max(count, lower_bound)
+        if not hopeless:
             order = _graph(p).order
             # one register fewer at a time: no coloring below L means none below any L' < L
             while best > max(lower_bound, clique, 1):

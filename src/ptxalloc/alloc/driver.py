@@ -786,10 +786,12 @@ def _compact(a: Allocation) -> None:
     register), keeping whichever uses fewer registers (the coalesced one on a tie). A count
     proven minimal for the coalesced graph says nothing of the graph before coalescing, so
     that one is tried even then. In a leaf function (no caller-save penalty) the coalesced
-    graph's search is skipped when the greedy colorings of the graph before coalescing already
-    use fewer registers than a clique of the coalesced one needs (that search could not win),
-    and the graph before coalescing is not tried when coalescing merged nothing (it is the
-    same graph, its colorings and searches the same)."""
+    graph is not colored at all when a clique of it needs more registers than MaxLive and
+    than the greedy colorings of the graph before coalescing (that graph is then tried and
+    wins whatever the coalesced one would reach), and its search is skipped where that holds
+    only once two tight tuples raised the clique's count (:func:`compact`); the graph before
+    coalescing is not tried when coalescing merged nothing (it is the same graph, its
+    colorings and searches the same)."""
     analysis, problem, coloring = a.analysis, a.problem, a.coloring
     bound = analysis.pressure.max_live
     if a.tuple_reused:
@@ -813,8 +815,10 @@ def _compact(a: Allocation) -> None:
         colorings = greedy_colorings(plain_problem())
         return fewest_registers(colorings, plain)
 
+    # the graph before coalescing is tried below whenever this one stays above MaxLive
+    tried = penalty is None and bool(problem.merges or a.relief_precolored)
     compact(problem, coloring, bound, penalty=penalty,
-            rival=plain_registers if penalty is None else None)
+            rival=plain_registers if penalty is None else None, rival_tried=tried)
     registers = high_water(problem, coloring.start)
     if registers <= bound or (penalty is None and not problem.merges
                               and not a.relief_precolored):

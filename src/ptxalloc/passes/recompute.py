@@ -203,8 +203,12 @@ def recompute_choices(fn: Function, chains: bool = True) -> list[Recomputed | No
             got = made_into(made)
             if made.novel:
                 # the greedy plan without shared extensions, where it needs fewer registers
-                # (planned only where this one took a step that plan would not)
-                alone = made_into(_plan(fn, chains, trade, share=False, setup=made.setup))
+                # (planned only where this one took a step that plan would not; applied and
+                # measured only where it plans other records: the same ones make the same
+                # function, which cannot need fewer)
+                unshared = _plan(fn, chains, trade, share=False, setup=made.setup)
+                same = unshared.records == made.records and unshared.dead == made.dead
+                alone = None if same else made_into(unshared)
                 if alone is not None and (got is None or registers_needed(alone.max_live_after)
                                           < registers_needed(got.max_live_after)):
                     got = alone
