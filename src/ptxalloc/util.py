@@ -17,30 +17,35 @@ def gc_paused() -> Iterator[None]:
     collector's permanent generation (``gc.freeze``), so that the first collection afterwards
     does not walk them all either. Reference counting frees most objects as usual, but not all:
     some structures are cyclic (attn_bwd_d64.ptx leaves about 3,300 cyclic objects per
-    allocation), and a frozen cycle is never collected. So once the permanent generation has
-    doubled since the last full collection (and holds at least ``_COLLECT_FROM`` objects), one
-    full collection runs before the freeze: a process that allocates file after file (a
+    allocation), and a frozen cycle is never collected. So once the objects frozen since the last
+    full collection outnumber those that survived it (and the two together ``_COLLECT_FROM``),
+    one full collection runs before the freeze: a process that allocates file after file (a
     ``batch`` worker, a library user) keeps a bounded heap, at a cost linear in what it
-    allocated overall.
+    allocated overall. The objects frozen are counted as the collector's own count of the
+    youngest generation (``gc.get_count()``, reset by each freeze), never by asking for the
+    frozen total: ``gc.get_freeze_count`` walks every frozen object.
     """
-    global _collect_above
+    global _frozen, _collect_above
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
+            _frozen += gc.get_count()[0]
             gc.freeze()
-            if gc.get_freeze_count() > _collect_above:
+            if _frozen > _collect_above:
                 gc.unfreeze()
                 gc.collect()
+                _frozen = len(gc.get_objects())
                 gc.freeze()
-                _collect_above = max(_COLLECT_FROM, 2 * gc.get_freeze_count())
+                _collect_above = max(_COLLECT_FROM, 2 * _frozen)
             gc.enable()
 
 
-_COLLECT_FROM = 500_000     # frozen objects before the first full collection (gc_paused)
+_COLLECT_FROM = 500_000     # objects frozen before the first full collection (gc_paused)
 _collect_above = _COLLECT_FROM
+_frozen = 0                 # objects frozen since the last full collection, as counted
 
 
 _DENSE = 16                 # set bits from which numpy's unpacking beats the text scan

@@ -1,6 +1,7 @@
 """``util.gc_paused`` (issue 16): the cyclic collector paused while objects are built, the
 survivors frozen after, and the frozen cycles collected once the permanent generation has
-doubled, so that a process allocating file after file keeps a bounded heap."""
+doubled, so that a process allocating file after file keeps a bounded heap (the frozen objects
+counted without walking them)."""
 
 from __future__ import annotations
 
@@ -42,10 +43,13 @@ def _cycles_made_paused(n: int) -> list:
 
 def test_frozen_cycles_are_collected_once_the_frozen_set_doubles(collector, monkeypatch):
     monkeypatch.setattr(util, "_COLLECT_FROM", 1000)
-    monkeypatch.setattr(util, "_collect_above", gc.get_freeze_count() + 1)
+    monkeypatch.setattr(util, "_collect_above", 1)
+    monkeypatch.setattr(util, "_frozen", 0)
     first = _cycles_made_paused(300)        # past the bound: collected on the way out
     assert all(r() is None for r in first)
-    assert util._collect_above >= 1.9 * gc.get_freeze_count()    # the bound doubled
+    survivors = gc.get_freeze_count()
+    assert util._frozen == pytest.approx(survivors, rel=0.01)
+    assert util._collect_above == max(1000, 2 * util._frozen)    # twice the survivors
     second = _cycles_made_paused(300)       # the frozen set has not doubled: frozen, kept
     assert all(r() is not None for r in second)
 
@@ -53,6 +57,7 @@ def test_frozen_cycles_are_collected_once_the_frozen_set_doubles(collector, monk
 def test_without_the_bound_frozen_cycles_stay(collector, monkeypatch):
     """The case the bound exists for: frozen, a cycle outlives every collection."""
     monkeypatch.setattr(util, "_collect_above", 10 ** 12)
+    monkeypatch.setattr(util, "_frozen", 0)
     with util.gc_paused():
         node = weakref.ref(_Node())
     gc.collect()
