@@ -176,9 +176,10 @@ def run_batch(ptxalloc: list[str], env: dict, tmp: str, label: str, members: lis
 def growth_slope(members: list[dict], key: str, fixed: float,
                  min_lines: int = 1000) -> tuple[float, int]:
     """The least-squares slope of log(``key``'s CPU - its fixed cost) against log(lines) over
-    the files of at least ``min_lines`` lines (1.0: linear), and how many files it fits."""
+    the files of at least ``min_lines`` lines (1.0: linear), and how many files it fits; the
+    caller passes the files where every key it compares is above its fixed cost."""
     pts = [(math.log(r["lines"]), math.log(r[key] - fixed)) for r in members
-           if r["lines"] >= min_lines and r[key] > fixed]
+           if r["lines"] >= min_lines]
     if len(pts) < 3:
         return math.nan, len(pts)
     mx = sum(x for x, _ in pts) / len(pts)
@@ -213,11 +214,13 @@ def print_group_goals(label: str, members: list[dict], rows: list[dict], fixed: 
     if med > 1.0 and small:
         small_ptxas = quantile([r["ptxas"] for r in small], 0.5)
         causes["median"] = {"fixed": fixed["allocate"], "small_ptxas_median": small_ptxas}
+        own = quantile([r["allocate"] - fixed["allocate"] for r in small], 0.5)
+        causes["median"]["small_own_work_median"] = own
         print(f"    cause: {len(small)} of the {len(members)} files take ptxas under 50 ms "
               f"(median {1000 * small_ptxas:.1f} ms); ptxalloc's fixed cost alone (a "
               f"one-instruction kernel) is {1000 * fixed['allocate']:.1f} ms = "
-              f"{fixed['allocate'] / small_ptxas:.2f}x that; these files take a median "
-              f"{1000 * quantile([r['allocate'] for r in small], 0.5):.1f} ms")
+              f"{fixed['allocate'] / small_ptxas:.2f}x that, these files' own work (allocate "
+              f"less the fixed cost) a median {1000 * own:.1f} ms = {own / small_ptxas:.2f}x")
     heavy = [r for r in members if r["ptxas"] >= 0.05]
     if heavy:
         worst = max(heavy, key=lambda r: r["allocate_ratio"])
@@ -232,11 +235,14 @@ def print_group_goals(label: str, members: list[dict], rows: list[dict], fixed: 
             if shares:
                 print(f"    cause: {Path(worst['file']).name} in process (bench/phases.py), "
                       f"its largest phases: "
-                      + ", ".join(f"{name} {100 * share:.0f} %" for name, share in shares))
-    slope, fitted = growth_slope(members, "allocate", fixed["allocate"])
+                      + ", ".join(f"{name} {100 * share:.0f} %" for name, share in shares)
+                      + f"; the fixed cost is {100 * fixed['allocate'] / worst['allocate']:.0f} %"
+                        f" of its whole run")
+    fit = [r for r in members if r["allocate"] > fixed["allocate"] and r["ptxas"] > fixed["ptxas"]]
+    slope, fitted = growth_slope(fit, "allocate", fixed["allocate"])
     if fitted >= 3:
         biggest = max(members, key=lambda r: r["lines"])
-        ptxas_slope, _ = growth_slope(members, "ptxas", fixed["ptxas"])
+        ptxas_slope, _ = growth_slope(fit, "ptxas", fixed["ptxas"])
         print(f"  growth near-linear in instructions (slope of log CPU on log lines over the "
               f"{fitted} files >= 1,000 lines, the fixed cost taken off; <= 1.15): {slope:.2f}, "
               f"ptxas's {ptxas_slope:.2f}  {verdict(slope <= 1.15)}; the largest, "
@@ -245,10 +251,7 @@ def print_group_goals(label: str, members: list[dict], rows: list[dict], fixed: 
         if slope > 1.15:
             causes["growth"] = {"slope": slope, "ptxas_slope": ptxas_slope}
             print(f"    cause: ptxas's own time grows with slope {ptxas_slope:.2f} on the same "
-                  f"files: "
-                  + ("the longer files are harder ones (more pressure, spilling), not the same "
-                     "work at a larger size" if ptxas_slope > 1.15 else
-                     "ptxalloc's cost per instruction rises with the function's size"))
+                  f"files, ptxalloc's {slope - ptxas_slope:+.2f} beyond it")
     for r in members:
         if Path(r["file"]).name in ANALYZE_GOAL_FILES and "analyze_ratio" in r:
             ok = r["analyze_ratio"] <= 0.5
@@ -272,10 +275,11 @@ def print_group_goals(label: str, members: list[dict], rows: list[dict], fixed: 
               f"{batch['wall']:.1f} s = {batch['wall'] / batch['ptxas']:.2f}x)")
         if not ok:
             work = total_alloc - len(members) * fixed["allocate"]
-            causes["batch"] = {"allocate_work": work}
+            causes["batch"] = {"allocate_work": work, "overhead": batch["cpu"] - work}
             print(f"    cause: the files' own allocation work (each allocate less the fixed "
-                  f"cost) sums to {work:.1f} s = {work / batch['ptxas']:.2f}x ptxas: a batch "
-                  f"saves the start-ups, not the allocation, which is the 1.0x goals' matter")
+                  f"cost) sums to {work:.1f} s = {work / batch['ptxas']:.2f}x ptxas, the batch's "
+                  f"own cost beyond it {batch['cpu'] - work:+.1f} s: a batch saves the "
+                  f"start-ups, not the allocation, which is the 1.0x goals' matter")
     return causes
 
 

@@ -43,10 +43,21 @@ def test_growth_slope_is_the_power_of_lines(bench, power):
     assert slope == pytest.approx(power, abs=1e-9)
 
 
-def test_growth_slope_needs_three_files_above_the_floor(bench):
-    rows = [_row("a", 2000, 1.0, 0.5), _row("b", 500, 1.0, 0.5), _row("c", 4000, 1.0, 0.01)]
+def test_growth_slope_needs_three_files_of_a_thousand_lines(bench):
+    rows = [_row("a", 2000, 1.0, 0.5), _row("b", 500, 1.0, 0.5), _row("c", 4000, 1.0, 0.9)]
     slope, fitted = bench.growth_slope(rows, "allocate", FIXED["allocate"])
-    assert fitted == 1 and math.isnan(slope)
+    assert fitted == 2 and math.isnan(slope)
+
+
+def test_growth_is_fitted_over_the_same_files_for_both(bench, capsys):
+    """A file at or under ptxas's fixed cost leaves both fits, not only ptxas's."""
+    members = [_row(f"f{n}", n, 0.02 * n / 1000, 0.1 * (n / 1000) ** 2)
+               for n in (1000, 2000, 4000, 8000)]
+    members.append(_row("tiny-for-ptxas", 3000, FIXED["ptxas"], 0.9))
+    bench.print_group_goals("corpus", members, members, FIXED, None, None)
+    out = capsys.readouterr().out
+    assert "over the 4 files >= 1,000 lines" in out
+    assert "cause: ptxas's own time grows with slope" in out
 
 
 def test_every_goal_not_met_has_its_cause(bench, capsys):
@@ -63,6 +74,8 @@ def test_every_goal_not_met_has_its_cause(bench, capsys):
     assert "analyze <= 0.5x ptxas on renderer.ptx: 0.90 s / 1.00 s = 0.90x  NOT met" in out
     assert "`ptxalloc parse` of it alone takes 0.45 s = 0.45x ptxas" in out
     assert "batch <= 0.5x the sum of ptxas: 10.0 s / 1.2 s = 8.18x  NOT met" in out
+    assert "the batch's own cost beyond it -0.6 s" in out
+    assert "these files' own work (allocate less the fixed cost) a median 15.0 ms" in out
     assert set(causes) == {"median", "analyze", "batch"}   # no phase profile without a python
     assert out.count("NOT met") == out.count("cause:") + 1  # the heavy goal: profile skipped
 
