@@ -47,7 +47,7 @@ PHASES = [
     ("ptxalloc.pipeline", "emit_module", "emit"),
     ("ptxalloc.verify", "parse_allocated", "checker: parse allocated text"),
     ("ptxalloc.verify", "check_no_drift", "checker: no emitter drift"),
-    ("ptxalloc.verify.checker", "recomputed_original", "checker: replay recompute"),
+    ("ptxalloc.verify.recompute", "recomputed_original", "checker: replay recompute"),
     ("ptxalloc.verify", "check_function", "checker: proofs"),
 ]
 

@@ -193,6 +193,9 @@ def phase_profile(python: str, env: dict, path: str, top: int = 5) -> list[tuple
     (phase, share of the in-process CPU time)."""
     proc = subprocess.run([python, str(Path(__file__).with_name("phases.py")), path], env=env,
                           capture_output=True, text=True)
+    if proc.returncode:
+        last = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1:]
+        raise RuntimeError(f"bench/phases.py failed: {last[0] if last else proc.returncode}")
     shares = []
     for line in proc.stdout.splitlines()[1:]:
         m = re.match(r"\s+(.+?)\s+[\d.]+ s\s+([\d.]+) %$", line)
@@ -230,7 +233,11 @@ def print_group_goals(label: str, members: list[dict], rows: list[dict], fixed: 
               f"{worst['allocate_ratio']:.2f}x ({Path(worst['file']).name})  "
               f"{verdict(n_ok == len(heavy))}")
         if n_ok < len(heavy) and profile_with:
-            shares = phase_profile(*profile_with, worst["file"])
+            try:
+                shares = phase_profile(*profile_with, worst["file"])
+            except RuntimeError as e:
+                shares = []
+                print(f"    cause: not measured ({e})")
             causes["heavy"] = {"file": worst["file"], "phases": shares}
             if shares:
                 print(f"    cause: {Path(worst['file']).name} in process (bench/phases.py), "
