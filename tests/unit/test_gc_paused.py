@@ -38,14 +38,16 @@ def test_the_collector_is_paused_inside_and_back_after(collector):
 
 def _cycles_made_paused(n: int) -> list:
     with util.gc_paused():
-        return [weakref.ref(_Node()) for _ in range(n)]
+        made = [weakref.ref(_Node()) for _ in range(n)]
+    util.release_frozen_cycles()
+    return made
 
 
 def test_frozen_cycles_are_collected_once_the_frozen_set_doubles(collector, monkeypatch):
     monkeypatch.setattr(util, "_COLLECT_FROM", 1000)
     monkeypatch.setattr(util, "_collect_above", 1)
     monkeypatch.setattr(util, "_frozen", 0)
-    first = _cycles_made_paused(300)        # past the bound: collected on the way out
+    first = _cycles_made_paused(300)        # past the bound: collected when released
     assert all(r() is None for r in first)
     survivors = gc.get_freeze_count()
     assert util._frozen == pytest.approx(survivors, rel=0.01)
@@ -62,3 +64,17 @@ def test_without_the_bound_frozen_cycles_stay(collector, monkeypatch):
         node = weakref.ref(_Node())
     gc.collect()
     assert node() is not None
+
+
+def test_reading_the_next_file_releases_the_last_ones_cycles(collector, monkeypatch):
+    from conftest import REPO
+    from ptxalloc.ptx import parse_file
+
+    monkeypatch.setattr(util, "_COLLECT_FROM", 1000)
+    monkeypatch.setattr(util, "_collect_above", 1)
+    monkeypatch.setattr(util, "_frozen", 0)
+    with util.gc_paused():
+        last = [weakref.ref(_Node()) for _ in range(300)]
+    assert all(r() is not None for r in last)     # frozen
+    parse_file(str(REPO / "examples" / "saxpy_poly.ptx"))
+    assert all(r() is None for r in last)

@@ -34,7 +34,7 @@ from ..ir.instruction import (COMMENT, DIRECTIVE, LOC, REG_DECL, SCOPE_CLOSE, SC
 from ..ir.module import Function, Module, Param
 from ..ir.operands import SINK, Args, Imm, Mem, Neg, Not, Pair, Reg, Sum, Sym, Vec
 from ..ir.registers import RegClass, RegTable, class_of_type
-from ..util import gc_paused
+from ..util import gc_paused, release_frozen_cycles
 
 _classify = isa.classify
 _set_plain_roles = isa.set_plain_roles
@@ -1332,6 +1332,7 @@ def parse_file(path: str) -> Module:
     """Parse a PTX file (``-``: standard input, named ``<stdin>`` in errors); unreadable or
     non-UTF-8 files are reported as errors."""
     from ..files import read_input
+    release_frozen_cycles()             # the last file's cycles, before this one is built
     data, path = read_input(path)
     try:
         text = data.decode("utf-8")
