@@ -567,7 +567,8 @@ def _analyse(a: Allocation) -> dict:
     convention scales the costs) and its :class:`~api.Problem`; returns the rematerializable
     registers with their definitions. The first round also records both MaxLives."""
     work, pinned, info = a.work, a.pinned, a.info
-    param_loads = knob_table.resolve(a.options.knobs)["RematParamLoads"]
+    switches = knob_table.resolve(a.options.knobs)
+    param_loads = switches["RematParamLoads"]
     # a run temporary of live-range splitting spills to its home slot, never by recomputation:
     # its value may have other definitions in the input (:mod:`ptxalloc.spill.split`)
     remat = {v: d for v, d in remat_candidates(work, work.instructions(), param_loads).items()
@@ -579,10 +580,9 @@ def _analyse(a: Allocation) -> dict:
     cheap.update((t, COMPUTE_COST) for t in a.state.home)
     a.analysis = analysis = analyze_function(work, a.sm, cheap, a.state.no_spill | pinned,
                                              a.uniform.mask() if a.uniform else 0)
-    if (analysis.pressure.max_preds > a.regfile.pred_regs
-            and knob_table.resolve(a.options.knobs)["RematPredicates"]):
+    if analysis.pressure.max_preds > a.regfile.pred_regs and switches["RematPredicates"]:
         # more predicates live than P0-P6: those recomputable from registers live at their
-        # uses cost one instruction there (spill/remat.py); the analysis again with them
+        # uses cost one instruction there (spill/remat.py); the costs again with them
         preds = {v: d for v, d in predicate_remat_candidates(
                      analysis.cfg, analysis.liveness, a.state.origin_of,
                      a.in_flight | a.state.no_spill | pinned).items()
@@ -591,14 +591,11 @@ def _analyse(a: Allocation) -> dict:
             a.state.predicates_recomputed = True
             remat.update(preds)
             cheap.update((v, COMPUTE_COST) for v in preds)
-            a.analysis = analysis = analyze_function(work, a.sm, cheap,
-                                                     a.state.no_spill | pinned,
-                                                     a.uniform.mask() if a.uniform else 0)
+            a.analysis = analysis = analysis.with_remat(cheap)
     if a.result.rounds == 1:
         # with uniform registers the analysis counts R and P only; the figures count everything
         a.result.max_live_legalized = (pressure_of(work).max_live if a.uniform
                                        else analysis.pressure.max_live)
-        switches = knob_table.resolve(a.options.knobs)
         # predicates beyond P0-P6 recomputed from registers or put in spill slots (the
         # defaults) need no general register across the peak: MaxLive stays the bound
         a.predicate_floor = (
@@ -613,7 +610,7 @@ def _analyse(a: Allocation) -> dict:
             else (analysis.pressure.max_live, analysis.pressure.max_preds))
     if info.active:
         convention.cost_factors(analysis, a.conv, info)
-    weight = knob_table.resolve(a.options.knobs)["SpillStaticWeight"]
+    weight = switches["SpillStaticWeight"]
     if weight:
         _add_static_cost(analysis, weight, cheap)
     if a.state.pred_slots:

@@ -50,6 +50,14 @@ class FunctionAnalysis:
         # copies: the costs are those of the inputs as they are now, whenever they are read
         self._cost_inputs = (None if remat is None else dict(remat), frozenset(no_spill))
 
+    def with_remat(self, remat: dict[int, float]) -> "FunctionAnalysis":
+        """The same function's analyses with other recomputation costs: the CFG, liveness,
+        tuples, pressure and interference graph (none depends on them) shared, the costs
+        computed anew on first use."""
+        return FunctionAnalysis(self.fn, self.cfg, self.liveness, self.tuples, self._graph,
+                                self.pressure, self.mem_latency, remat=remat,
+                                no_spill=self._cost_inputs[1])
+
     @property
     def graph(self) -> InterferenceGraph:
         """The interference graph (built on first use)."""
