@@ -56,7 +56,7 @@ from ..ir.operands import Reg
 from ..ir.registers import RegClass
 from ..util import gc_paused
 from .hoist import preheader
-from .recompute import _available_before
+from .recompute import available_before
 
 
 @dataclass
@@ -192,7 +192,7 @@ def _families(cfg: CFG, loop: Loop, anchor: int, liveness: Liveness, in_flight: 
     if not candidates:
         return []
     # the entry definitions must still hold at the end of the preheader
-    avail = _available_before(cfg, instrs, define)[anchor]
+    avail = available_before(cfg, instrs, define)[anchor]
     clobbered = set(instrs[anchor].defs)      # written by the anchor, before the counter's start
     groups: dict[tuple, list[tuple[int, int, int]]] = {}
     for i, p, stride, e in candidates:

@@ -311,7 +311,7 @@ def _setup(fn: Function) -> _Setup:
             define[ins.defs[0]] = i
     if not define:
         return _Setup(cfg, uses_at, readers, define)
-    return _Setup(cfg, uses_at, readers, define, _available_before(cfg, instrs, define),
+    return _Setup(cfg, uses_at, readers, define, available_before(cfg, instrs, define),
                   Liveness(cfg), {})
 
 
@@ -565,7 +565,7 @@ def _unread_chain_definitions(fn: Function, instrs, records: list[Recompute],
         gone |= unread
 
 
-def _available_before(cfg: CFG, instrs, define: dict[int, int]) -> dict[int, int]:
+def available_before(cfg: CFG, instrs, define: dict[int, int]) -> dict[int, int]:
     """For each instruction that reads a candidate, the bitset of candidates whose definition is
     available right before it: it reached there on every path with neither the value nor an
     operand redefined since (forward must-dataflow)."""

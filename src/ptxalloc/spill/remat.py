@@ -21,7 +21,7 @@ A predicate is also recomputed, from registers, where its definition is a ``setp
 registers and immediates (one destination, unguarded, the only definition of the predicate)
 and at each of its uses every register operand is live before the use and the definition is
 *available* there (it reached the use on every path with no operand redefined since:
-:func:`ptxalloc.passes.recompute._available_before`): the copy of the ``setp`` before the use
+:func:`ptxalloc.passes.recompute.available_before`): the copy of the ``setp`` before the use
 reads the values the definition read and lengthens no range, and no general register holds the
 predicate (seed 002's rule: one instruction against a reload). Only where more predicates are
 live at once than P0-P6 hold (:func:`predicate_remat_candidates`); the checker proves each
@@ -109,7 +109,7 @@ def predicate_remat_candidates(cfg, liveness, origin_of: dict[int, int],
     here would not be the checker's), and none of ``avoid`` (registers of asynchronous
     instructions, temporaries)."""
     from ..ir.registers import RegClass
-    from ..passes.recompute import _available_before
+    from ..passes.recompute import available_before
     instrs = cfg.instrs
     classes = cfg.fn.regs.classes
     avoid = set(avoid)
@@ -137,7 +137,7 @@ def predicate_remat_candidates(cfg, liveness, origin_of: dict[int, int],
         define[p] = i
     if not define:
         return {}
-    available = _available_before(cfg, instrs, define)    # none in unreachable blocks
+    available = available_before(cfg, instrs, define)    # none in unreachable blocks
     out = dict(define)
     for b in cfg.blocks:
         before = None
